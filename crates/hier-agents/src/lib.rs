@@ -1,0 +1,13 @@
+//! # hier-agents
+//!
+//! Where the pieces meet: the agents (Multi²'s two-system hierarchy, the baselines, the
+//! steering supervisor), the batched rollout engine, the trainers (causal-LM pre-training of
+//! tiny backbones, SFT, offline RL, online RL, GRPO) and evaluation. It composes
+//! `hier-backbone`, `hier-rl-losses`, `hier-steer`, `hier-envs` and `hier-data`, and owns no
+//! environment internals and no loss mathematics.
+//!
+//! Status: the causal-LM pre-training of tiny backbones ([`pretrain`]) and the shared optimiser
+//! utilities ([`optim`]) exist; agents, rollouts and the RL trainers come with later issues.
+
+pub mod optim;
+pub mod pretrain;

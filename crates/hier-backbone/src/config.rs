@@ -1,0 +1,627 @@
+//! Model configuration read from a Hugging Face `config.json`.
+//!
+//! Three families share one decoder: Llama (2/3.x, including `rope_scaling` of type `llama3`),
+//! Qwen2/Qwen2.5 (bias on q/k/v, usually tied embeddings) and Mistral (v0.3; no sliding window).
+//! Both spellings transformers has written are read: `rope_theta` + `rope_scaling` (4.x) and
+//! `rope_parameters` (5.x). Any field this crate does not know is an error naming it, so a
+//! checkpoint that needs a feature we lack fails loudly instead of computing something else.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{BackboneError, Result, read_json};
+
+/// The model family, from `model_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// `model_type: "llama"` (`LlamaForCausalLM`).
+    Llama,
+    /// `model_type: "qwen2"` (`Qwen2ForCausalLM`).
+    Qwen2,
+    /// `model_type: "mistral"` (`MistralForCausalLM`).
+    Mistral,
+}
+
+impl Family {
+    /// The `model_type` string.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Qwen2 => "qwen2",
+            Family::Mistral => "mistral",
+        }
+    }
+    /// The `architectures[0]` string.
+    pub fn architecture(self) -> &'static str {
+        match self {
+            Family::Llama => "LlamaForCausalLM",
+            Family::Qwen2 => "Qwen2ForCausalLM",
+            Family::Mistral => "MistralForCausalLM",
+        }
+    }
+}
+
+/// Llama-3 frequency-dependent RoPE scaling (`rope_type: "llama3"`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Llama3RopeScaling {
+    /// Divides the low frequencies.
+    pub factor: f64,
+    /// Wavelengths above `original_max_position_embeddings / low_freq_factor` are scaled fully.
+    pub low_freq_factor: f64,
+    /// Wavelengths below `original_max_position_embeddings / high_freq_factor` are kept.
+    pub high_freq_factor: f64,
+    /// The context length of pre-training.
+    pub original_max_position_embeddings: f64,
+}
+
+/// A decoder-only Llama-family configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    /// Which family (decides the tensor names that exist and the biases).
+    pub family: Family,
+    /// Vocabulary size (rows of `embed_tokens`).
+    pub vocab_size: usize,
+    /// Model width H.
+    pub hidden_size: usize,
+    /// SwiGLU inner width.
+    pub intermediate_size: usize,
+    /// Decoder layers.
+    pub num_hidden_layers: usize,
+    /// Query heads.
+    pub num_attention_heads: usize,
+    /// Key/value heads (GQA when fewer than query heads).
+    pub num_key_value_heads: usize,
+    /// Per-head width (`head_dim` if given, else `hidden_size / num_attention_heads`).
+    pub head_dim: usize,
+    /// RMSNorm epsilon.
+    pub rms_norm_eps: f64,
+    /// RoPE base θ.
+    pub rope_theta: f64,
+    /// Optional Llama-3 RoPE scaling.
+    pub rope_scaling: Option<Llama3RopeScaling>,
+    /// Longest supported position.
+    pub max_position_embeddings: usize,
+    /// `lm_head` shares `embed_tokens`' weight.
+    pub tie_word_embeddings: bool,
+    /// Bias on q/k/v projections (Qwen2 always; Llama when `attention_bias`).
+    pub qkv_bias: bool,
+    /// Bias on o_proj (Llama when `attention_bias`).
+    pub o_bias: bool,
+    /// Bias on gate/up/down (Llama `mlp_bias`).
+    pub mlp_bias: bool,
+    /// Mistral's sliding window; sequences longer than it are refused (not implemented).
+    pub sliding_window: Option<usize>,
+    /// Beginning-of-sequence token.
+    pub bos_token_id: Option<u32>,
+    /// End-of-sequence token(s).
+    pub eos_token_ids: Vec<u32>,
+    /// Padding token, if any.
+    pub pad_token_id: Option<u32>,
+}
+
+/// Fields transformers writes that carry no meaning for the forward pass.
+const METADATA_FIELDS: &[&str] = &[
+    "_name_or_path",
+    "architectures",
+    "model_type",
+    "torch_dtype",
+    "dtype",
+    "transformers_version",
+    "use_cache",
+    "initializer_range",
+    "attention_dropout",
+    "pretraining_tp",
+    "return_dict",
+    "output_hidden_states",
+    "output_attentions",
+    "torchscript",
+    "use_bfloat16",
+    "tf_legacy_loss",
+    "pruned_heads",
+    "chunk_size_feed_forward",
+    "is_encoder_decoder",
+    "is_decoder",
+    "add_cross_attention",
+    "cross_attention_hidden_size",
+    "tie_encoder_decoder",
+    "finetuning_task",
+    "id2label",
+    "label2id",
+    "problem_type",
+    "tokenizer_class",
+    "prefix",
+    "sep_token_id",
+    "decoder_start_token_id",
+    "task_specific_params",
+    "max_length",
+    "min_length",
+    "do_sample",
+    "early_stopping",
+    "num_beams",
+    "num_beam_groups",
+    "diversity_penalty",
+    "temperature",
+    "top_k",
+    "top_p",
+    "typical_p",
+    "repetition_penalty",
+    "length_penalty",
+    "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size",
+    "bad_words_ids",
+    "num_return_sequences",
+    "output_scores",
+    "return_dict_in_generate",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "remove_invalid_values",
+    "exponential_decay_length_penalty",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+    "max_window_layers",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "output_router_logits",
+];
+
+fn as_usize(path: &Path, m: &Map<String, Value>, key: &str) -> Result<usize> {
+    m.get(key)
+        .and_then(Value::as_u64)
+        .map(|v| v as usize)
+        .ok_or_else(|| BackboneError::config(path, key, "missing or not a non-negative integer"))
+}
+
+fn opt_usize(path: &Path, m: &Map<String, Value>, key: &str) -> Result<Option<usize>> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(|v| Some(v as usize)).ok_or_else(|| {
+            BackboneError::config(path, key, format!("expected an integer, got {v}"))
+        }),
+    }
+}
+
+fn opt_f64(path: &Path, m: &Map<String, Value>, key: &str) -> Result<Option<f64>> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| BackboneError::config(path, key, format!("expected a number, got {v}"))),
+    }
+}
+
+fn opt_bool(path: &Path, m: &Map<String, Value>, key: &str) -> Result<Option<bool>> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_bool().map(Some).ok_or_else(|| {
+            BackboneError::config(path, key, format!("expected a boolean, got {v}"))
+        }),
+    }
+}
+
+fn token_ids(path: &Path, m: &Map<String, Value>, key: &str) -> Result<Vec<u32>> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(vec![]),
+        Some(Value::Number(n)) => Ok(vec![
+            n.as_u64()
+                .ok_or_else(|| BackboneError::config(path, key, "not a token id"))?
+                as u32,
+        ]),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_u64()
+                    .map(|x| x as u32)
+                    .ok_or_else(|| BackboneError::config(path, key, "not a token id"))
+            })
+            .collect(),
+        Some(v) => Err(BackboneError::config(
+            path,
+            key,
+            format!("expected a token id or a list, got {v}"),
+        )),
+    }
+}
+
+/// Reads the rope type and Llama-3 parameters from a `rope_scaling`/`rope_parameters` object.
+fn parse_rope_object(
+    path: &Path,
+    field: &str,
+    obj: &Map<String, Value>,
+) -> Result<Option<Llama3RopeScaling>> {
+    let ty = obj
+        .get("rope_type")
+        .or_else(|| obj.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let known = [
+        "rope_type",
+        "type",
+        "rope_theta",
+        "factor",
+        "low_freq_factor",
+        "high_freq_factor",
+        "original_max_position_embeddings",
+    ];
+    if let Some(k) = obj.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(BackboneError::config(
+            path,
+            format!("{field}.{k}"),
+            "unsupported RoPE parameter",
+        ));
+    }
+    match ty {
+        "default" => Ok(None),
+        "llama3" => {
+            let need = |k: &str| -> Result<f64> {
+                obj.get(k).and_then(Value::as_f64).ok_or_else(|| {
+                    BackboneError::config(
+                        path,
+                        format!("{field}.{k}"),
+                        "missing for rope_type llama3",
+                    )
+                })
+            };
+            Ok(Some(Llama3RopeScaling {
+                factor: need("factor")?,
+                low_freq_factor: need("low_freq_factor")?,
+                high_freq_factor: need("high_freq_factor")?,
+                original_max_position_embeddings: need("original_max_position_embeddings")?,
+            }))
+        }
+        other => Err(BackboneError::config(
+            path,
+            format!("{field}.rope_type"),
+            format!("`{other}` is not supported (only default and llama3)"),
+        )),
+    }
+}
+
+impl ModelConfig {
+    /// Reads `<dir>/config.json` (or the file itself when `path` is a file).
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let file: PathBuf = if path.is_dir() {
+            path.join("config.json")
+        } else {
+            path.to_path_buf()
+        };
+        let value = read_json(&file)?;
+        Self::from_json(&file, &value)
+    }
+
+    /// Parses a config object; `path` only labels errors.
+    pub fn from_json(path: &Path, value: &Value) -> Result<Self> {
+        let m = value
+            .as_object()
+            .ok_or_else(|| BackboneError::config(path, "<root>", "not a JSON object"))?;
+        let model_type = m
+            .get("model_type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| BackboneError::config(path, "model_type", "missing"))?;
+        let family = match model_type {
+            "llama" => Family::Llama,
+            "qwen2" => Family::Qwen2,
+            "mistral" => Family::Mistral,
+            other => {
+                return Err(BackboneError::config(
+                    path,
+                    "model_type",
+                    format!(
+                        "unsupported architecture `{other}` (supported: llama, qwen2, mistral)"
+                    ),
+                ));
+            }
+        };
+        if let Some(archs) = m.get("architectures").and_then(Value::as_array) {
+            for a in archs {
+                if a.as_str() != Some(family.architecture()) {
+                    return Err(BackboneError::config(
+                        path,
+                        "architectures",
+                        format!(
+                            "{a} is not supported for model_type {model_type} (expected {})",
+                            family.architecture()
+                        ),
+                    ));
+                }
+            }
+        }
+        let family_fields: &[&str] = match family {
+            Family::Llama => &["attention_bias", "mlp_bias", "head_dim"],
+            Family::Qwen2 => &[
+                "use_sliding_window",
+                "sliding_window",
+                "layer_types",
+                "head_dim",
+            ],
+            Family::Mistral => &["sliding_window", "head_dim"],
+        };
+        let model_fields = [
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "hidden_act",
+            "rms_norm_eps",
+            "rope_theta",
+            "rope_scaling",
+            "rope_parameters",
+            "max_position_embeddings",
+            "tie_word_embeddings",
+        ];
+        for key in m.keys() {
+            let k = key.as_str();
+            if !(METADATA_FIELDS.contains(&k)
+                || model_fields.contains(&k)
+                || family_fields.contains(&k))
+            {
+                return Err(BackboneError::config(
+                    path,
+                    k,
+                    format!(
+                        "unknown field for model_type {model_type}; refusing to guess its meaning"
+                    ),
+                ));
+            }
+        }
+        if let Some(act) = m.get("hidden_act") {
+            if act.as_str() != Some("silu") {
+                return Err(BackboneError::config(
+                    path,
+                    "hidden_act",
+                    format!("{act} is not supported (only silu)"),
+                ));
+            }
+        }
+        let hidden_size = as_usize(path, m, "hidden_size")?;
+        let num_attention_heads = as_usize(path, m, "num_attention_heads")?;
+        let num_key_value_heads =
+            opt_usize(path, m, "num_key_value_heads")?.unwrap_or(num_attention_heads);
+        if num_attention_heads == 0
+            || num_key_value_heads == 0
+            || num_attention_heads % num_key_value_heads != 0
+        {
+            return Err(BackboneError::config(
+                path,
+                "num_key_value_heads",
+                format!(
+                    "{num_key_value_heads} must divide num_attention_heads = {num_attention_heads}"
+                ),
+            ));
+        }
+        let head_dim = opt_usize(path, m, "head_dim")?.unwrap_or(hidden_size / num_attention_heads);
+        if head_dim % 2 != 0 {
+            return Err(BackboneError::config(
+                path,
+                "head_dim",
+                "must be even for rotary embeddings",
+            ));
+        }
+
+        // RoPE: 4.x writes rope_theta + rope_scaling; 5.x writes rope_parameters.
+        let mut rope_theta = opt_f64(path, m, "rope_theta")?;
+        let mut rope_scaling = None;
+        for field in ["rope_scaling", "rope_parameters"] {
+            match m.get(field) {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(obj)) => {
+                    if let Some(t) = obj.get("rope_theta").and_then(Value::as_f64) {
+                        rope_theta = Some(t);
+                    }
+                    if let Some(s) = parse_rope_object(path, field, obj)? {
+                        rope_scaling = Some(s);
+                    }
+                }
+                Some(v) => {
+                    return Err(BackboneError::config(
+                        path,
+                        field,
+                        format!("expected an object, got {v}"),
+                    ));
+                }
+            }
+        }
+
+        let (qkv_bias, o_bias, mlp_bias) = match family {
+            Family::Qwen2 => (true, false, false),
+            Family::Llama => {
+                let ab = opt_bool(path, m, "attention_bias")?.unwrap_or(false);
+                (ab, ab, opt_bool(path, m, "mlp_bias")?.unwrap_or(false))
+            }
+            Family::Mistral => (false, false, false),
+        };
+        let sliding_window = match family {
+            Family::Qwen2 => {
+                if opt_bool(path, m, "use_sliding_window")?.unwrap_or(false) {
+                    return Err(BackboneError::config(
+                        path,
+                        "use_sliding_window",
+                        "sliding-window attention is not supported",
+                    ));
+                }
+                if let Some(Value::Array(types)) = m.get("layer_types") {
+                    if let Some(t) = types.iter().find(|t| t.as_str() != Some("full_attention")) {
+                        return Err(BackboneError::config(
+                            path,
+                            "layer_types",
+                            format!("layer type {t} is not supported (only full_attention)"),
+                        ));
+                    }
+                }
+                None
+            }
+            Family::Mistral => opt_usize(path, m, "sliding_window")?,
+            Family::Llama => None,
+        };
+        Ok(Self {
+            family,
+            vocab_size: as_usize(path, m, "vocab_size")?,
+            hidden_size,
+            intermediate_size: as_usize(path, m, "intermediate_size")?,
+            num_hidden_layers: as_usize(path, m, "num_hidden_layers")?,
+            num_attention_heads,
+            num_key_value_heads,
+            head_dim,
+            rms_norm_eps: opt_f64(path, m, "rms_norm_eps")?.unwrap_or(1e-6),
+            rope_theta: rope_theta.unwrap_or(10_000.0),
+            rope_scaling,
+            max_position_embeddings: opt_usize(path, m, "max_position_embeddings")?.unwrap_or(2048),
+            tie_word_embeddings: opt_bool(path, m, "tie_word_embeddings")?.unwrap_or(false), /* transformers' default for all three families */
+            qkv_bias,
+            o_bias,
+            mlp_bias,
+            sliding_window,
+            bos_token_id: token_ids(path, m, "bos_token_id")?.first().copied(),
+            eos_token_ids: token_ids(path, m, "eos_token_id")?,
+            pad_token_id: token_ids(path, m, "pad_token_id")?.first().copied(),
+        })
+    }
+
+    /// The config as transformers (4.x spelling, which 5.x also reads) expects it.
+    pub fn to_json(&self) -> Value {
+        let mut m = json!({
+            "architectures": [self.family.architecture()],
+            "model_type": self.family.model_type(),
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
+            "hidden_act": "silu",
+            "rms_norm_eps": self.rms_norm_eps,
+            "rope_theta": self.rope_theta,
+            "max_position_embeddings": self.max_position_embeddings,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "torch_dtype": "float32",
+        });
+        let o = m.as_object_mut().expect("object literal");
+        o.insert(
+            "rope_scaling".into(),
+            match self.rope_scaling {
+                None => Value::Null,
+                Some(s) => json!({
+                    "rope_type": "llama3", "factor": s.factor, "low_freq_factor": s.low_freq_factor,
+                    "high_freq_factor": s.high_freq_factor,
+                    "original_max_position_embeddings": s.original_max_position_embeddings,
+                }),
+            },
+        );
+        match self.family {
+            Family::Llama => {
+                o.insert("attention_bias".into(), json!(self.qkv_bias));
+                o.insert("mlp_bias".into(), json!(self.mlp_bias));
+            }
+            Family::Qwen2 => {
+                o.insert("use_sliding_window".into(), json!(false));
+            }
+            Family::Mistral => {
+                o.insert("sliding_window".into(), json!(self.sliding_window));
+            }
+        }
+        if let Some(b) = self.bos_token_id {
+            o.insert("bos_token_id".into(), json!(b));
+        }
+        match self.eos_token_ids.as_slice() {
+            [] => {}
+            [one] => {
+                o.insert("eos_token_id".into(), json!(one));
+            }
+            many => {
+                o.insert("eos_token_id".into(), json!(many));
+            }
+        }
+        if let Some(p) = self.pad_token_id {
+            o.insert("pad_token_id".into(), json!(p));
+        }
+        m
+    }
+
+    /// Query heads per key/value head.
+    pub fn gqa_groups(&self) -> usize {
+        self.num_attention_heads / self.num_key_value_heads
+    }
+
+    /// Number of parameters of the base model.
+    pub fn num_params(&self) -> usize {
+        let h = self.hidden_size;
+        let q = self.num_attention_heads * self.head_dim;
+        let kv = self.num_key_value_heads * self.head_dim;
+        let attn = h * q
+            + 2 * h * kv
+            + q * h
+            + if self.qkv_bias { q + 2 * kv } else { 0 }
+            + if self.o_bias { h } else { 0 };
+        let mlp = 3 * h * self.intermediate_size
+            + if self.mlp_bias {
+                2 * self.intermediate_size + h
+            } else {
+                0
+            };
+        let layer = attn + mlp + 2 * h;
+        let emb = self.vocab_size * h;
+        emb + self.num_hidden_layers * layer + h + if self.tie_word_embeddings { 0 } else { emb }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Value {
+        json!({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 32, "hidden_size": 16,
+               "intermediate_size": 24, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "max_position_embeddings": 64})
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let mut v = base();
+        v["frobnicate"] = json!(1);
+        let e = ModelConfig::from_json(Path::new("c.json"), &v)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("frobnicate") && e.contains("c.json"), "{e}");
+    }
+
+    #[test]
+    fn unsupported_architecture_and_rope() {
+        let mut v = base();
+        v["model_type"] = json!("gpt2");
+        assert!(
+            ModelConfig::from_json(Path::new("c"), &v)
+                .unwrap_err()
+                .to_string()
+                .contains("gpt2")
+        );
+        let mut v = base();
+        v["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
+        assert!(
+            ModelConfig::from_json(Path::new("c"), &v)
+                .unwrap_err()
+                .to_string()
+                .contains("yarn")
+        );
+    }
+
+    #[test]
+    fn both_rope_spellings_agree() {
+        let mut a = base();
+        a["rope_scaling"] = json!({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16});
+        let mut b = base();
+        b.as_object_mut().unwrap().remove("rope_theta");
+        b["rope_parameters"] = json!({"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16});
+        let ca = ModelConfig::from_json(Path::new("a"), &a).unwrap();
+        let cb = ModelConfig::from_json(Path::new("b"), &b).unwrap();
+        assert_eq!(ca, cb);
+        assert_eq!(
+            ModelConfig::from_json(Path::new("r"), &ca.to_json()).unwrap(),
+            ca
+        );
+    }
+}

@@ -1,0 +1,599 @@
+//! The Llama-family decoder (Llama 3.x, Qwen2/2.5, Mistral) with per-call LoRA adapters.
+//!
+//! Field names mirror Hugging Face's module tree (`model.layers.{i}.self_attn.q_proj`, …), so the
+//! mapping to checkpoint names in [`crate::weights`] is mechanical. One decoder layer computes
+//!
+//! ```text
+//! h = x + o_proj(attn(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))),  n1 = rms_norm(x)
+//! y = h + down_proj(silu(gate_proj(n2)) ⊙ up_proj(n2)),                   n2 = rms_norm(h)
+//! ```
+//!
+//! with grouped-query attention (`num_attention_heads / num_key_value_heads` query heads share
+//! each key/value head, as `repeat_kv` does) and `rms_norm(x) = x / √(mean(x²) + ε) ⊙ w`.
+
+use burn::module::{Module, Param};
+use burn::tensor::activation::silu;
+use burn::tensor::module::{attention, embedding, linear};
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::config::ModelConfig;
+use crate::error::{BackboneError, Result};
+use crate::lora::{LoraConfig, LoraLinear, LoraPair, TargetModule};
+use crate::param::named_param;
+use crate::rope::{Rope, apply_rotary};
+
+/// Additive mask value for keys a query must not see. Finite, so that a row that sees no key
+/// never turns into NaN (we also always let a query see itself).
+const MASKED: f32 = -1e9;
+
+/// RMSNorm with a learned scale.
+#[derive(Module, Debug)]
+pub struct RmsNorm {
+    /// Scale `[H]`.
+    pub weight: Param<Tensor<1>>,
+    /// ε.
+    #[module(skip)]
+    pub eps: f64,
+}
+
+impl RmsNorm {
+    /// `x / √(mean(x²) + ε) ⊙ w` over the last dimension.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let var = x.clone().square().mean_dim(D - 1);
+        let normed = x * (var + self.eps).sqrt().recip();
+        normed * self.weight.val().unsqueeze()
+    }
+}
+
+/// Multi-head self-attention with GQA and HF RoPE.
+#[derive(Module, Debug)]
+pub struct Attention {
+    /// Query projection `[H, heads·d]`.
+    pub q_proj: LoraLinear,
+    /// Key projection `[H, kv_heads·d]`.
+    pub k_proj: LoraLinear,
+    /// Value projection `[H, kv_heads·d]`.
+    pub v_proj: LoraLinear,
+    /// Output projection `[heads·d, H]`.
+    pub o_proj: LoraLinear,
+}
+
+/// The SwiGLU feed-forward block.
+#[derive(Module, Debug)]
+pub struct Mlp {
+    /// Gate projection `[H, I]`.
+    pub gate_proj: LoraLinear,
+    /// Up projection `[H, I]`.
+    pub up_proj: LoraLinear,
+    /// Down projection `[I, H]`.
+    pub down_proj: LoraLinear,
+}
+
+/// One pre-norm decoder layer.
+#[derive(Module, Debug)]
+pub struct DecoderLayer {
+    /// Attention block.
+    pub self_attn: Attention,
+    /// Feed-forward block.
+    pub mlp: Mlp,
+    /// Norm before attention.
+    pub input_layernorm: RmsNorm,
+    /// Norm before the MLP.
+    pub post_attention_layernorm: RmsNorm,
+}
+
+impl DecoderLayer {
+    /// The linear layer an adapter target names.
+    pub fn target(&self, t: TargetModule) -> &LoraLinear {
+        match t {
+            TargetModule::Q => &self.self_attn.q_proj,
+            TargetModule::K => &self.self_attn.k_proj,
+            TargetModule::V => &self.self_attn.v_proj,
+            TargetModule::O => &self.self_attn.o_proj,
+            TargetModule::Gate => &self.mlp.gate_proj,
+            TargetModule::Up => &self.mlp.up_proj,
+            TargetModule::Down => &self.mlp.down_proj,
+        }
+    }
+
+    /// Mutable access to the linear layer an adapter target names.
+    pub fn target_mut(&mut self, t: TargetModule) -> &mut LoraLinear {
+        match t {
+            TargetModule::Q => &mut self.self_attn.q_proj,
+            TargetModule::K => &mut self.self_attn.k_proj,
+            TargetModule::V => &mut self.self_attn.v_proj,
+            TargetModule::O => &mut self.self_attn.o_proj,
+            TargetModule::Gate => &mut self.mlp.gate_proj,
+            TargetModule::Up => &mut self.mlp.up_proj,
+            TargetModule::Down => &mut self.mlp.down_proj,
+        }
+    }
+}
+
+/// A registered adapter: its name, configuration, and a revision counter bumped whenever its
+/// weights are replaced (so callers can tell two states of the same adapter apart).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdapterSpec {
+    /// Unique name (`sys1`, `sys2`, `steer`, …).
+    pub name: String,
+    /// Its hyper-parameters.
+    pub config: LoraConfig,
+    /// Bumped by every [`CausalLm::replace_adapter`].
+    pub revision: u64,
+}
+
+/// A handle to a registered adapter, valid for the model that returned it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AdapterId(pub usize);
+
+/// Per-call options of a forward pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Forward {
+    /// The adapter to apply, or the bare base model.
+    pub adapter: Option<AdapterId>,
+    /// Training mode (enables LoRA dropout).
+    pub train: bool,
+}
+
+impl Forward {
+    /// Inference with `adapter`.
+    pub fn with(adapter: Option<AdapterId>) -> Self {
+        Self {
+            adapter,
+            train: false,
+        }
+    }
+}
+
+/// The key/value cache of a batch: per layer, keys and values `[b, kv_heads, t, d]` (before
+/// the GQA expansion), plus which cached columns are real tokens (left padding is not).
+#[derive(Debug, Clone)]
+pub struct KvCache {
+    layers: Vec<Option<(Tensor<4>, Tensor<4>)>>,
+    key_valid: Vec<Vec<bool>>,
+}
+
+impl KvCache {
+    /// An empty cache for `num_layers` layers and `batch` rows.
+    pub fn new(num_layers: usize, batch: usize) -> Self {
+        Self {
+            layers: vec![None; num_layers],
+            key_valid: vec![Vec::new(); batch],
+        }
+    }
+    /// Number of cached positions.
+    pub fn len(&self) -> usize {
+        self.key_valid.first().map_or(0, Vec::len)
+    }
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A decoder-only causal LM: the frozen base plus its adapters.
+#[derive(Module, Debug)]
+pub struct CausalLm {
+    /// `model.embed_tokens.weight`, `[vocab, H]`.
+    pub embed_tokens: Param<Tensor<2>>,
+    /// `model.layers.*`.
+    pub layers: Vec<DecoderLayer>,
+    /// `model.norm`.
+    pub norm: RmsNorm,
+    /// `lm_head.weight` transposed, `[H, vocab]`; `None` when tied to `embed_tokens`.
+    pub lm_head: Option<Param<Tensor<2>>>,
+    /// The configuration.
+    #[module(skip)]
+    pub config: ModelConfig,
+    #[module(skip)]
+    rope: Rope,
+    /// Registered adapters, slot `i` ↔ `AdapterId(i)`.
+    #[module(skip)]
+    adapters: Vec<AdapterSpec>,
+}
+
+/// The tokens of one forward call: ids `[b, t]`, their RoPE positions, and for every row which
+/// of its `t` columns are real tokens (padding is invisible to attention).
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// Token ids, row-major `[b, t]`.
+    pub ids: Vec<u32>,
+    /// Rows.
+    pub batch: usize,
+    /// Columns.
+    pub len: usize,
+    /// Position id of every token (HF: `cumsum(attention_mask) − 1`).
+    pub positions: Vec<u32>,
+    /// `true` where the token is real.
+    pub valid: Vec<bool>,
+}
+
+impl Batch {
+    /// Left-pads `rows` to one length (`pad` is the filler id), with positions counted from
+    /// each row's first real token, as `transformers.generate` does.
+    pub fn left_padded(rows: &[Vec<u32>], pad: u32) -> Self {
+        let len = rows.iter().map(Vec::len).max().unwrap_or(0);
+        let mut b = Self {
+            ids: vec![],
+            batch: rows.len(),
+            len,
+            positions: vec![],
+            valid: vec![],
+        };
+        for r in rows {
+            let padn = len - r.len();
+            b.ids
+                .extend(std::iter::repeat_n(pad, padn).chain(r.iter().copied()));
+            b.positions
+                .extend(std::iter::repeat_n(0, padn).chain(0..r.len() as u32));
+            b.valid
+                .extend(std::iter::repeat_n(false, padn).chain(std::iter::repeat_n(true, r.len())));
+        }
+        b
+    }
+
+    /// Right-pads `rows` to one length.
+    pub fn right_padded(rows: &[Vec<u32>], pad: u32) -> Self {
+        let len = rows.iter().map(Vec::len).max().unwrap_or(0);
+        let mut b = Self {
+            ids: vec![],
+            batch: rows.len(),
+            len,
+            positions: vec![],
+            valid: vec![],
+        };
+        for r in rows {
+            let padn = len - r.len();
+            b.ids
+                .extend(r.iter().copied().chain(std::iter::repeat_n(pad, padn)));
+            b.positions
+                .extend((0..r.len() as u32).chain(std::iter::repeat_n(0, padn)));
+            b.valid
+                .extend(std::iter::repeat_n(true, r.len()).chain(std::iter::repeat_n(false, padn)));
+        }
+        b
+    }
+
+    /// One unpadded row.
+    pub fn single(ids: &[u32]) -> Self {
+        Self::right_padded(&[ids.to_vec()], 0)
+    }
+}
+
+impl CausalLm {
+    /// Assembles a model from its parts (used by the weight loaders).
+    pub(crate) fn from_parts(
+        config: ModelConfig,
+        embed_tokens: Tensor<2>,
+        layers: Vec<DecoderLayer>,
+        norm: Tensor<1>,
+        lm_head: Option<Tensor<2>>,
+    ) -> Self {
+        Self {
+            embed_tokens: named_param("model.embed_tokens.weight", embed_tokens, false),
+            layers,
+            norm: RmsNorm {
+                weight: named_param("model.norm.weight", norm, false),
+                eps: config.rms_norm_eps,
+            },
+            lm_head: lm_head.map(|t| named_param("lm_head.weight", t, false)),
+            rope: Rope::new(&config),
+            config,
+            adapters: Vec::new(),
+        }
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> Device {
+        self.embed_tokens.val().device()
+    }
+
+    /// Registered adapters, in slot order.
+    pub fn adapters(&self) -> &[AdapterSpec] {
+        &self.adapters
+    }
+
+    /// The handle of adapter `name`.
+    pub fn adapter_id(&self, name: &str) -> Result<AdapterId> {
+        self.adapters
+            .iter()
+            .position(|a| a.name == name)
+            .map(AdapterId)
+            .ok_or_else(|| {
+                BackboneError::adapter(
+                    name,
+                    format!("not registered (have: {:?})", self.adapter_names()),
+                )
+            })
+    }
+
+    /// Names of the registered adapters.
+    pub fn adapter_names(&self) -> Vec<String> {
+        self.adapters.iter().map(|a| a.name.clone()).collect()
+    }
+
+    /// Registers a fresh adapter (PEFT initialisation: the model's outputs do not change).
+    pub fn add_adapter(&mut self, name: &str, config: LoraConfig) -> Result<AdapterId> {
+        if self.adapters.iter().any(|a| a.name == name) {
+            return Err(BackboneError::adapter(name, "already registered"));
+        }
+        if config.r == 0 {
+            return Err(BackboneError::adapter(name, "rank r must be positive"));
+        }
+        if config.target_modules.is_empty() {
+            return Err(BackboneError::adapter(name, "no target modules"));
+        }
+        let slot = self.adapters.len();
+        let device = self.device();
+        for (l, layer) in self.layers.iter_mut().enumerate() {
+            for &t in &config.target_modules {
+                let lin = layer.target_mut(t);
+                let [din, dout] = lin.dims();
+                let pair_name = format!("{name}/model.layers.{l}.{}", t.path());
+                lin.set_adapter(
+                    slot,
+                    Some(LoraPair::init(&pair_name, din, dout, &config, &device)),
+                );
+            }
+        }
+        self.adapters.push(AdapterSpec {
+            name: name.to_string(),
+            config,
+            revision: 0,
+        });
+        Ok(AdapterId(slot))
+    }
+
+    /// Installs given adapter pairs (`pairs[layer][target]`) under `name`, replacing an adapter
+    /// of that name if one exists (its revision is bumped).
+    pub fn replace_adapter(
+        &mut self,
+        name: &str,
+        config: LoraConfig,
+        mut pairs: Vec<Vec<(TargetModule, LoraPair)>>,
+    ) -> Result<AdapterId> {
+        if pairs.len() != self.layers.len() {
+            return Err(BackboneError::adapter(
+                name,
+                format!(
+                    "{} layers given, model has {}",
+                    pairs.len(),
+                    self.layers.len()
+                ),
+            ));
+        }
+        let (slot, revision) = match self.adapters.iter().position(|a| a.name == name) {
+            Some(i) => (i, self.adapters[i].revision + 1),
+            None => (self.adapters.len(), 0),
+        };
+        for (layer, layer_pairs) in self.layers.iter_mut().zip(pairs.iter_mut()) {
+            for t in TargetModule::ALL {
+                layer.target_mut(t).set_adapter(slot, None);
+            }
+            for (t, pair) in layer_pairs.drain(..) {
+                layer.target_mut(t).set_adapter(slot, Some(pair));
+            }
+        }
+        let spec = AdapterSpec {
+            name: name.to_string(),
+            config,
+            revision,
+        };
+        if slot == self.adapters.len() {
+            self.adapters.push(spec);
+        } else {
+            self.adapters[slot] = spec;
+        }
+        Ok(AdapterId(slot))
+    }
+
+    /// A copy with adapter `id` folded into the base weights and no adapters left: the fast
+    /// path for inference with one role.
+    pub fn merged(&self, id: AdapterId) -> Self {
+        let mut out = self.clone();
+        for layer in &mut out.layers {
+            for t in TargetModule::ALL {
+                let lin = layer.target_mut(t);
+                *lin = lin.merged(id.0);
+            }
+        }
+        out.adapters.clear();
+        out
+    }
+
+    /// Final hidden states `[b, t, H]` (after `model.norm`). With a cache, `batch` holds only
+    /// the new tokens and the cache grows by `batch.len` columns.
+    pub fn forward_hidden(
+        &self,
+        batch: &Batch,
+        opts: Forward,
+        cache: Option<&mut KvCache>,
+    ) -> Result<Tensor<3>> {
+        let device = self.device();
+        let (b, t) = (batch.batch, batch.len);
+        if batch.ids.len() != b * t || batch.positions.len() != b * t || batch.valid.len() != b * t
+        {
+            return Err(BackboneError::Invalid(format!(
+                "batch of {b}×{t} has {} ids, {} positions, {} flags",
+                batch.ids.len(),
+                batch.positions.len(),
+                batch.valid.len()
+            )));
+        }
+        if t == 0 {
+            return Err(BackboneError::Invalid("empty batch (no tokens)".into()));
+        }
+        if let Some(&bad) = batch
+            .ids
+            .iter()
+            .find(|&&id| id as usize >= self.config.vocab_size)
+        {
+            return Err(BackboneError::Invalid(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        if let Some(id) = opts.adapter {
+            if id.0 >= self.adapters.len() {
+                return Err(BackboneError::Invalid(format!(
+                    "adapter slot {} is not registered",
+                    id.0
+                )));
+            }
+        }
+        let past = cache.as_ref().map_or(0, |c| c.len());
+        let total = past + t;
+        if let Some(w) = self.config.sliding_window {
+            if total > w {
+                return Err(BackboneError::Invalid(format!(
+                    "sequence of {total} tokens exceeds the sliding window {w}; sliding-window attention is not implemented"
+                )));
+            }
+        }
+
+        // Additive mask [b, 1, t, total]: causal, padding keys hidden, the diagonal always open.
+        let mut key_valid: Vec<Vec<bool>> = match &cache {
+            Some(c) => c.key_valid.clone(),
+            None => vec![Vec::new(); b],
+        };
+        for (row, kv) in key_valid.iter_mut().enumerate() {
+            kv.extend_from_slice(&batch.valid[row * t..(row + 1) * t]);
+        }
+        let mut bias = vec![0f32; b * t * total];
+        for row in 0..b {
+            for i in 0..t {
+                let qpos = past + i;
+                for j in 0..total {
+                    if j != qpos && (j > qpos || !key_valid[row][j]) {
+                        bias[(row * t + i) * total + j] = MASKED;
+                    }
+                }
+            }
+        }
+        let bias = Tensor::<4>::from_data(TensorData::new(bias, [b, 1, t, total]), &device)
+            .expand([b, self.config.num_attention_heads, t, total]);
+
+        let (cos, sin) = self.rope.cos_sin(&batch.positions, &device);
+        let d = self.config.head_dim;
+        let cos = cos.reshape([b, 1, t, d]);
+        let sin = sin.reshape([b, 1, t, d]);
+
+        let ids = Tensor::<2, Int>::from_data(
+            TensorData::new(
+                batch.ids.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+                [b, t],
+            ),
+            &device,
+        );
+        let mut x = embedding(self.embed_tokens.val(), ids);
+        let slot = opts.adapter.map(|a| a.0);
+        let mut new_cache = cache;
+        for (li, layer) in self.layers.iter().enumerate() {
+            let layer_cache = new_cache.as_mut().map(|c| &mut c.layers[li]);
+            x = self.layer_forward(layer, x, &cos, &sin, &bias, slot, opts.train, layer_cache);
+        }
+        if let Some(c) = new_cache {
+            c.key_valid = key_valid;
+        }
+        Ok(self.norm.forward(x))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn layer_forward(
+        &self,
+        layer: &DecoderLayer,
+        x: Tensor<3>,
+        cos: &Tensor<4>,
+        sin: &Tensor<4>,
+        bias: &Tensor<4>,
+        slot: Option<usize>,
+        train: bool,
+        cache: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
+    ) -> Tensor<3> {
+        let c = &self.config;
+        let [b, t, _] = x.dims();
+        let (nh, nkv, d) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim);
+        let n1 = layer.input_layernorm.forward(x.clone());
+        let attn = &layer.self_attn;
+        let q = attn
+            .q_proj
+            .forward(n1.clone(), slot, train)
+            .reshape([b, t, nh, d])
+            .swap_dims(1, 2);
+        let k = attn
+            .k_proj
+            .forward(n1.clone(), slot, train)
+            .reshape([b, t, nkv, d])
+            .swap_dims(1, 2);
+        let v = attn
+            .v_proj
+            .forward(n1, slot, train)
+            .reshape([b, t, nkv, d])
+            .swap_dims(1, 2);
+        let q = apply_rotary(q, cos.clone(), sin.clone());
+        let mut k = apply_rotary(k, cos.clone(), sin.clone());
+        let mut v = v;
+        if let Some(slot_cache) = cache {
+            if let Some((pk, pv)) = slot_cache.take() {
+                k = Tensor::cat(vec![pk, k], 2);
+                v = Tensor::cat(vec![pv, v], 2);
+            }
+            *slot_cache = Some((k.clone(), v.clone()));
+        }
+        let total = k.dims()[2];
+        let groups = nh / nkv;
+        let expand = |x: Tensor<4>| -> Tensor<4> {
+            if groups == 1 {
+                x
+            } else {
+                x.unsqueeze_dim::<5>(2)
+                    .expand([b, nkv, groups, total, d])
+                    .reshape([b, nh, total, d])
+            }
+        };
+        let ctx = attention(
+            q,
+            expand(k),
+            expand(v),
+            None,
+            Some(bias.clone()),
+            AttentionModuleOptions {
+                scale: Some(1.0 / (d as f64).sqrt()),
+                softcap: None,
+                is_causal: false,
+            },
+        );
+        let ctx = ctx.swap_dims(1, 2).reshape([b, t, nh * d]);
+        let h = x + attn.o_proj.forward(ctx, slot, train);
+        let n2 = layer.post_attention_layernorm.forward(h.clone());
+        let mlp = &layer.mlp;
+        let gated = silu(mlp.gate_proj.forward(n2.clone(), slot, train))
+            * mlp.up_proj.forward(n2, slot, train);
+        h + mlp.down_proj.forward(gated, slot, train)
+    }
+
+    /// Logits `[.., vocab]` of hidden states `[.., H]`.
+    pub fn lm_logits<const D: usize>(&self, hidden: Tensor<D>) -> Tensor<D> {
+        match &self.lm_head {
+            Some(w) => linear(hidden, w.val(), None),
+            None => linear(hidden, self.embed_tokens.val().transpose(), None),
+        }
+    }
+
+    /// Logits `[b, t, vocab]` of every position.
+    pub fn forward(
+        &self,
+        batch: &Batch,
+        opts: Forward,
+        cache: Option<&mut KvCache>,
+    ) -> Result<Tensor<3>> {
+        let hidden = self.forward_hidden(batch, opts, cache)?;
+        Ok(self.lm_logits(hidden))
+    }
+
+    /// An empty KV cache sized for this model.
+    pub fn new_cache(&self, batch: usize) -> KvCache {
+        KvCache::new(self.layers.len(), batch)
+    }
+}

