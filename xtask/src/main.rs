@@ -123,11 +123,7 @@ fn main() -> Result<()> {
                 None,
             )?;
             let [_, t, v] = logits.dims();
-            let flat = logits
-                .into_data()
-                .convert::<f32>()
-                .into_vec::<f32>()
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            let flat = hier_backbone::weights::HostTensor::from_tensor(logits).data;
             let rows: Vec<&[f32]> = (0..t).map(|i| &flat[i * v..(i + 1) * v]).collect();
             println!("{}", serde_json::json!({ "logits": rows }));
             Ok(())

@@ -27,6 +27,55 @@ use crate::rope::{Rope, apply_rotary};
 /// never turns into NaN (we also always let a query see itself).
 const MASKED: f32 = -1e9;
 
+/// How a forward call masks attention. Without padding the causal structure needs no tensor:
+/// a prefill uses the kernel's own causal mode and a one-token decode step sees every cached
+/// key. Only padded batches (or multi-token steps on top of a cache) build an additive bias.
+#[derive(Debug, Clone)]
+struct AttentionMask {
+    bias: Option<Tensor<4>>,
+    is_causal: bool,
+}
+
+impl AttentionMask {
+    /// `key_valid[row]` covers the `past + t` keys; queries are the last `t` of them.
+    fn new(key_valid: &[Vec<bool>], past: usize, t: usize, heads: usize, device: &Device) -> Self {
+        let b = key_valid.len();
+        let total = past + t;
+        if key_valid.iter().all(|r| r.iter().all(|&v| v)) {
+            if past == 0 {
+                return Self {
+                    bias: None,
+                    is_causal: t > 1,
+                };
+            }
+            if t == 1 {
+                return Self {
+                    bias: None,
+                    is_causal: false,
+                };
+            }
+        }
+        // Additive bias [b, 1, t, total]: causal, padding keys hidden, the diagonal always open.
+        let mut bias = vec![0f32; b * t * total];
+        for (row, valid) in key_valid.iter().enumerate() {
+            for i in 0..t {
+                let qpos = past + i;
+                for (j, &ok) in valid.iter().enumerate() {
+                    if j != qpos && (j > qpos || !ok) {
+                        bias[(row * t + i) * total + j] = MASKED;
+                    }
+                }
+            }
+        }
+        let bias = Tensor::<4>::from_data(TensorData::new(bias, [b, 1, t, total]), device)
+            .expand([b, heads, t, total]);
+        Self {
+            bias: Some(bias),
+            is_causal: false,
+        }
+    }
+}
+
 /// RMSNorm with a learned scale.
 #[derive(Module, Debug)]
 pub struct RmsNorm {
@@ -452,7 +501,6 @@ impl CausalLm {
             }
         }
 
-        // Additive mask [b, 1, t, total]: causal, padding keys hidden, the diagonal always open.
         let mut key_valid: Vec<Vec<bool>> = match &cache {
             Some(c) => c.key_valid.clone(),
             None => vec![Vec::new(); b],
@@ -460,19 +508,13 @@ impl CausalLm {
         for (row, kv) in key_valid.iter_mut().enumerate() {
             kv.extend_from_slice(&batch.valid[row * t..(row + 1) * t]);
         }
-        let mut bias = vec![0f32; b * t * total];
-        for row in 0..b {
-            for i in 0..t {
-                let qpos = past + i;
-                for j in 0..total {
-                    if j != qpos && (j > qpos || !key_valid[row][j]) {
-                        bias[(row * t + i) * total + j] = MASKED;
-                    }
-                }
-            }
-        }
-        let bias = Tensor::<4>::from_data(TensorData::new(bias, [b, 1, t, total]), &device)
-            .expand([b, self.config.num_attention_heads, t, total]);
+        let mask = AttentionMask::new(
+            &key_valid,
+            past,
+            t,
+            self.config.num_attention_heads,
+            &device,
+        );
 
         let (cos, sin) = self.rope.cos_sin(&batch.positions, &device);
         let d = self.config.head_dim;
@@ -491,7 +533,7 @@ impl CausalLm {
         let mut new_cache = cache;
         for (li, layer) in self.layers.iter().enumerate() {
             let layer_cache = new_cache.as_mut().map(|c| &mut c.layers[li]);
-            x = self.layer_forward(layer, x, &cos, &sin, &bias, slot, opts.train, layer_cache);
+            x = self.layer_forward(layer, x, &cos, &sin, &mask, slot, opts.train, layer_cache);
         }
         if let Some(c) = new_cache {
             c.key_valid = key_valid;
@@ -506,7 +548,7 @@ impl CausalLm {
         x: Tensor<3>,
         cos: &Tensor<4>,
         sin: &Tensor<4>,
-        bias: &Tensor<4>,
+        mask: &AttentionMask,
         slot: Option<usize>,
         train: bool,
         cache: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
@@ -557,11 +599,11 @@ impl CausalLm {
             expand(k),
             expand(v),
             None,
-            Some(bias.clone()),
+            mask.bias.clone(),
             AttentionModuleOptions {
                 scale: Some(1.0 / (d as f64).sqrt()),
                 softcap: None,
-                is_causal: false,
+                is_causal: mask.is_causal,
             },
         );
         let ctx = ctx.swap_dims(1, 2).reshape([b, t, nh * d]);

@@ -51,7 +51,7 @@ fn python_json(v: &Value, indent: Option<usize>, level: usize, out: &mut String)
             out.push('[');
             for (i, x) in a.iter().enumerate() {
                 if i > 0 {
-                    out.push(if indent.is_some() { ',' } else { ',' });
+                    out.push(',');
                     if indent.is_none() {
                         out.push(' ');
                     }
@@ -104,6 +104,75 @@ fn tojson(
     Ok(out)
 }
 
+/// `datetime.now().strftime(fmt)` in UTC for the directives templates use
+/// (`%Y %m %d %e %b %B %H %M %S %%`); any other directive is an error rather than a guess.
+fn strftime_now(fmt: String) -> std::result::Result<String, JinjaError> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    Ok(format_time(secs, &fmt)?)
+}
+
+/// Formats a Unix time (UTC) with a strftime subset.
+fn format_time(secs: i64, fmt: &str) -> std::result::Result<String, JinjaError> {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    // Days to civil date (Howard Hinnant's algorithm).
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let mut out = String::new();
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('Y') => out.push_str(&year.to_string()),
+            Some('m') => out.push_str(&format!("{month:02}")),
+            Some('d') => out.push_str(&format!("{day:02}")),
+            Some('e') => out.push_str(&format!("{day:>2}")),
+            Some('b') => out.push_str(&MONTHS[(month - 1) as usize][..3]),
+            Some('B') => out.push_str(MONTHS[(month - 1) as usize]),
+            Some('H') => out.push_str(&format!("{:02}", rem / 3600)),
+            Some('M') => out.push_str(&format!("{:02}", rem % 3600 / 60)),
+            Some('S') => out.push_str(&format!("{:02}", rem % 60)),
+            Some('%') => out.push('%'),
+            other => {
+                return Err(JinjaError::new(
+                    ErrorKind::InvalidOperation,
+                    format!(
+                        "strftime_now: unsupported directive %{}",
+                        other.map_or(String::new(), String::from)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn raise_exception(msg: String) -> std::result::Result<JinjaValue, JinjaError> {
     Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
 }
@@ -127,11 +196,7 @@ impl ChatTemplate {
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_filter("tojson", tojson);
         env.add_function("raise_exception", raise_exception);
-        env.add_function("strftime_now", |fmt: String| -> String {
-            // Deterministic outputs matter more than the wall clock here: a fixed date.
-            let _ = fmt;
-            "26 Jul 2024".to_string()
-        });
+        env.add_function("strftime_now", strftime_now);
         env.add_template("chat", &self.source)
             .map_err(|e| BackboneError::Template(format!("{e:#}")))?;
         Ok(env)
@@ -201,12 +266,7 @@ impl Tokenizer {
                 path: file.clone(),
                 msg: e.to_string(),
             })?;
-        let cfg_path = dir.join("tokenizer_config.json");
-        let chat_template = if cfg_path.exists() {
-            Self::read_template(&cfg_path)?
-        } else {
-            None
-        };
+        let chat_template = Self::read_template(&dir)?;
         Ok(Self {
             inner,
             path: file,
@@ -214,9 +274,29 @@ impl Tokenizer {
         })
     }
 
-    fn read_template(cfg_path: &Path) -> Result<Option<ChatTemplate>> {
-        let cfg = read_json(cfg_path)?;
-        let source = match cfg.get("chat_template") {
+    /// The chat template as transformers finds it: `chat_template.jinja` (5.x), else
+    /// `chat_template.json`, else `tokenizer_config.json`'s `chat_template`; the special tokens
+    /// come from `tokenizer_config.json`.
+    fn read_template(dir: &Path) -> Result<Option<ChatTemplate>> {
+        let cfg_file = dir.join("tokenizer_config.json");
+        let cfg = if cfg_file.exists() {
+            read_json(&cfg_file)?
+        } else {
+            Value::Object(Default::default())
+        };
+        let cfg_path = cfg_file.as_path();
+        let jinja = dir.join("chat_template.jinja");
+        let json_file = dir.join("chat_template.json");
+        let from_file = if jinja.exists() {
+            Some(Value::String(
+                std::fs::read_to_string(&jinja).map_err(|e| BackboneError::io(&jinja, e))?,
+            ))
+        } else if json_file.exists() {
+            read_json(&json_file)?.get("chat_template").cloned()
+        } else {
+            None
+        };
+        let source = match from_file.as_ref().or(cfg.get("chat_template")) {
             None | Some(Value::Null) => return Ok(None),
             Some(Value::String(s)) => s.clone(),
             Some(Value::Array(list)) => list
@@ -398,6 +478,20 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strftime_subset_matches_python() {
+        // python: datetime.utcfromtimestamp(1721952000).strftime("%d %b %Y %H:%M") == "26 Jul 2024 00:00"
+        assert_eq!(
+            format_time(1_721_952_000, "%d %b %Y %H:%M").unwrap(),
+            "26 Jul 2024 00:00"
+        );
+        assert_eq!(
+            format_time(951_825_600 + 3_723, "%Y-%m-%d %H:%M:%S %B").unwrap(),
+            "2000-02-29 13:02:03 February"
+        );
+        assert!(format_time(0, "%j").is_err());
+    }
 
     #[test]
     fn python_json_layout() {

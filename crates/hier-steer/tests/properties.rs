@@ -1,0 +1,168 @@
+//! Properties of the gate, the state bank, the targets and the parser.
+
+use hier_steer::burn::tensor::{Device, Tensor, TensorData};
+use hier_steer::*;
+
+#[test]
+fn log_odds_are_the_logit_difference_and_trigger_is_monotone_in_tau() {
+    let d = Device::flex();
+    let logits = Tensor::<2>::from_data(
+        TensorData::new(vec![0.0f32, 2.0, -1.0, 5.0, 1.0, 1.0], [2, 3]),
+        &d,
+    );
+    let z = yes_no_log_odds(logits, 1, 2)
+        .unwrap()
+        .into_data()
+        .convert::<f32>()
+        .try_to_vec::<f32>()
+        .unwrap();
+    assert_eq!(z, vec![3.0, 0.0]);
+    let mut last = f64::INFINITY;
+    for k in 1..100 {
+        let p = trigger_probability_f64(0.7, k as f64 / 100.0).unwrap();
+        assert!(p <= last, "trigger probability must fall as tau rises");
+        last = p;
+    }
+    assert!((trigger_probability_f64(0.0, 0.5).unwrap() - 0.5).abs() < 1e-12);
+    assert_eq!(trigger_probability_f64(-1e6, 0.5).unwrap(), 0.0);
+    assert_eq!(trigger_probability_f64(1e6, 0.5).unwrap(), 1.0);
+    assert!(trigger_probability_f64(0.0, 1.0).is_err());
+    assert!(yes_no_log_odds(Tensor::zeros([1, 3], &d), 5, 0).is_err());
+    let p = priority(Tensor::from_data(
+        TensorData::new(vec![-200.0f32, 200.0], [2]),
+        &d,
+    ))
+    .into_data()
+    .convert::<f32>()
+    .try_to_vec::<f32>()
+    .unwrap();
+    assert_eq!(p, vec![0.0, 1.0]);
+}
+
+#[test]
+fn gate_is_seeded_and_respects_its_probability() {
+    let draws = |seed| {
+        (0..1000)
+            .map(|_| ())
+            .scan(Gate::new(seed), |g, _| Some(g.decide(0.3)))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(draws(4), draws(4));
+    let rate = draws(4).iter().filter(|&&x| x).count() as f64 / 1000.0;
+    assert!((rate - 0.3).abs() < 0.05, "{rate}");
+    let mut g = Gate::new(0);
+    assert!(!g.decide(0.0) && g.decide(1.0) && !g.decide(f64::NAN));
+}
+
+#[test]
+fn bank_selects_top_k_without_replacement() {
+    let mut bank = StateBank::new();
+    for (i, p) in [0.1f32, 0.9, 0.5, 0.9, 0.2].iter().enumerate() {
+        bank.push(i, *p).unwrap();
+    }
+    assert_eq!(bank.select_seeded(3, 0.0, 1).unwrap(), vec![1, 3, 2]);
+    let all = bank.select_seeded(10, 0.5, 9).unwrap();
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec![0, 1, 2, 3, 4], "every state once, none twice");
+    assert_eq!(
+        bank.select_seeded(3, 0.5, 9).unwrap(),
+        bank.select_seeded(3, 0.5, 9).unwrap()
+    );
+    assert!(bank.push(9, f32::NAN).is_err());
+    assert!(bank.select_seeded(1, 1.5, 0).is_err());
+}
+
+#[test]
+fn q_targets_and_pairs() {
+    assert!((q_target(&[0.8, 0.4, 0.0, 1.0], 0.4).unwrap() - 0.35).abs() < 1e-6);
+    assert_eq!(
+        ranking_pairs(&[0.2, 0.2, 0.5], &[0, 0, 0]).unwrap(),
+        vec![(2, 0), (2, 1)]
+    );
+    let d = Device::flex();
+    let out = ranknet_loss(Tensor::zeros([2], &d), &[0.1, 0.1], &[0, 0]).unwrap();
+    assert_eq!(out.loss.into_scalar::<f32>(), 0.0);
+    // Stable for huge log-odds differences in either direction.
+    let z = Tensor::<1>::from_data(TensorData::new(vec![-500.0f32, 500.0], [2]), &d);
+    let l = ranknet_loss(z, &[1.0, 0.0], &[0, 0])
+        .unwrap()
+        .loss
+        .into_scalar::<f32>();
+    assert!((l - 1000.0).abs() < 1e-2, "{l}");
+}
+
+#[test]
+fn slow_path_outputs_parse_or_fail_clearly() {
+    let p = parse_slow_path(
+        "<think>It already found the answer.</think><action>guide: answer now with Paris</action>",
+    )
+    .unwrap();
+    assert_eq!(p.reasoning, "It already found the answer.");
+    assert_eq!(
+        p.intervention,
+        Intervention::Guide("answer now with Paris".into())
+    );
+    assert_eq!(
+        parse_slow_path("<action> PASS </action>")
+            .unwrap()
+            .intervention,
+        Intervention::Pass
+    );
+    assert_eq!(
+        parse_slow_path("<action>reject: the answer ignores the date</action>")
+            .unwrap()
+            .intervention,
+        Intervention::Reject("the answer ignores the date".into())
+    );
+    for (bad, why) in [
+        ("<think>x</think>", "no <action>"),
+        ("<action>guide:</action>", "empty"),
+        ("<action>shout: hey</action>", "unknown action"),
+        ("<action>pass", "never closed"),
+        (
+            "<action>pass</action><action>pass</action>",
+            "more than one",
+        ),
+    ] {
+        let e = parse_slow_path(bad).unwrap_err().to_string();
+        assert!(e.contains(why), "{bad:?}: {e}");
+    }
+}
+
+#[test]
+fn ppo_loss_drops_non_finite_tokens_and_checks_shapes() {
+    let d = Device::flex().autodiff();
+    let logp =
+        Tensor::<2>::from_data(TensorData::new(vec![-1.0f32, f32::NAN], [1, 2]), &d).require_grad();
+    let old = Tensor::<2>::from_data(TensorData::new(vec![-1.0f32, -1.0], [1, 2]), &d);
+    let out = ppo_clip_loss(
+        logp.clone(),
+        old.clone(),
+        Tensor::ones([1], &d),
+        Tensor::ones([1, 2], &d),
+        None,
+        &PpoConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(out.component("nonfinite"), Some(1.0));
+    assert!((out.loss.clone().into_scalar::<f32>() + 1.0).abs() < 1e-6);
+    let g = logp
+        .grad(&out.loss.backward())
+        .unwrap()
+        .into_data()
+        .convert::<f32>()
+        .try_to_vec::<f32>()
+        .unwrap();
+    assert!(g.iter().all(|x| x.is_finite()), "{g:?}");
+    let e = ppo_clip_loss(
+        Tensor::zeros([1, 2], &d),
+        old,
+        Tensor::ones([2], &d),
+        Tensor::ones([1, 2], &d),
+        None,
+        &PpoConfig::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("advantages"));
+}
