@@ -102,3 +102,31 @@ fn only_the_chosen_adapter_gets_gradients() {
     );
     assert!(lm.num_params() > 0);
 }
+
+#[test]
+fn value_head_reads_the_given_positions() {
+    use hier_backbone::{ValueHead, gather_positions};
+    let device = Device::flex();
+    let lm = CausalLm::random(tiny_config(), 1, &device).unwrap();
+    let hidden = lm
+        .forward_hidden(
+            &Batch::right_padded(&[vec![1, 2, 3, 4], vec![5, 6, 7, 8]], 0),
+            Forward::default(),
+            None,
+        )
+        .unwrap();
+    let head = ValueHead::new(32, &device);
+    let v = head.forward_at(hidden.clone(), &[3, 1]).unwrap();
+    assert_eq!(v.dims(), [2]);
+    // Row 1 read at position 1 equals the head applied to that hidden state alone.
+    let row = hidden.clone().slice([1..2, 1..2, 0..32]).reshape([1, 32]);
+    let alone = head.forward(row).into_scalar::<f32>();
+    let got = hier_backbone::weights::HostTensor::from_tensor(v).data[1];
+    assert!((alone - got).abs() < 1e-6, "{alone} vs {got}");
+    assert!(
+        gather_positions(hidden, &[4, 0])
+            .unwrap_err()
+            .to_string()
+            .contains("position 4")
+    );
+}

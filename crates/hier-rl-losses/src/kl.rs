@@ -91,24 +91,22 @@ fn exact_kl(
     if mask.dims() != [b, t] {
         return Err(LossError::shape("mask", &[b, t], &mask.dims()));
     }
-    // A token is usable when both rows of logits are finite everywhere.
-    let finite_on = logits_on
-        .clone()
-        .is_finite()
-        .float()
-        .min_dim(2)
-        .reshape([b, t]);
-    let finite_off = logits_off
-        .clone()
-        .is_finite()
-        .float()
-        .min_dim(2)
-        .reshape([b, t]);
-    let ok = (finite_on * finite_off).greater_elem(0.5);
+    // A token is usable when both rows of logits are finite everywhere. A row sum is finite
+    // exactly then (NaN and ±∞ propagate), so one cheap reduction per tensor finds them; only a
+    // batch that has such a row pays for masking the full [B, T, V] tensors.
+    let row_ok = |x: &Tensor<3>| x.clone().detach().sum_dim(2).reshape([b, t]).is_finite();
+    let ok = row_ok(&logits_on).bool_and(row_ok(&logits_off));
     let (m, dropped) = effective_mask(mask, &ok);
-    let ok3 = ok.clone().unsqueeze_dim::<3>(2).expand([b, t, v]);
-    let on = logits_on.mask_fill(ok3.clone().bool_not(), 0.0);
-    let off = logits_off.mask_fill(ok3.bool_not(), 0.0);
+    let all_ok = ok.clone().float().sum().into_scalar::<f32>() as usize == b * t;
+    let (on, off) = if all_ok {
+        (logits_on, logits_off)
+    } else {
+        let bad3 = ok.bool_not().unsqueeze_dim::<3>(2).expand([b, t, v]);
+        (
+            logits_on.mask_fill(bad3.clone(), 0.0),
+            logits_off.mask_fill(bad3, 0.0),
+        )
+    };
     let kl = exact_kl_per_token(on, off).clamp_min(0.0);
     Ok((masked_mean(kl, m), dropped))
 }

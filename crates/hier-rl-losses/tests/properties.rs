@@ -119,6 +119,48 @@ fn finite_difference_gradients() {
         .unwrap()
         .0
     });
+    fd_check(
+        "online actor with exact KL",
+        &[0.5, -1.0, 2.0, 0.0, 0.3, -0.7],
+        |on| {
+            let d = on.device();
+            let off = Tensor::<1>::from_data(
+                TensorData::new(vec![0.1f32, 0.2, 0.3, -0.5, 0.0, 0.5], [6]),
+                &d,
+            )
+            .reshape([1, 2, 3]);
+            let logp = hier_rl_losses::burn::tensor::activation::log_softmax(
+                on.clone().reshape([1, 2, 3]),
+                2,
+            )
+            .slice([0..1, 1..2, 0..1])
+            .reshape([1]);
+            let kl = KlAnchor::Exact {
+                logits_on: on.reshape([1, 2, 3]),
+                logits_off: off,
+                mask: Tensor::ones([1, 2], &d),
+            };
+            let cfg = OnlineActorConfig {
+                eta: 0.5,
+                ..Default::default()
+            };
+            online_actor_loss(logp, v1(&[0.4], &d), v1(&[1.0], &d), Some(kl), &cfg)
+                .unwrap()
+                .loss
+        },
+    );
+    fd_check("k1", &[-1.0, -0.2, -2.5], |on| {
+        let d = on.device();
+        let off = v1(&[-1.5, -0.1, -2.0], &d).reshape([1, 3]);
+        KlAnchor::K1 {
+            logp_on: on.reshape([1, 3]),
+            logp_off: off,
+            mask: Tensor::ones([1, 3], &d),
+        }
+        .value()
+        .unwrap()
+        .0
+    });
     fd_check("k3", &[-1.0, -0.2, -2.5], |on| {
         let d = on.device();
         let off = v1(&[-1.5, -0.1, -2.0], &d).reshape([1, 3]);

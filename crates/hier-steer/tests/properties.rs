@@ -3,6 +3,79 @@
 use hier_steer::burn::tensor::{Device, Tensor, TensorData};
 use hier_steer::*;
 
+/// Central differences (f32, h = 1e-2) against the autodiff gradient.
+fn fd_check(name: &str, x: &[f32], f: impl Fn(Tensor<1>) -> Tensor<1>) {
+    let v =
+        |x: &[f32], d: &Device| Tensor::<1>::from_data(TensorData::new(x.to_vec(), [x.len()]), d);
+    let ad = Device::flex().autodiff();
+    let leaf = v(x, &ad).require_grad();
+    let grad = leaf
+        .grad(&f(leaf.clone()).backward())
+        .unwrap()
+        .into_data()
+        .convert::<f32>()
+        .try_to_vec::<f32>()
+        .unwrap();
+    let plain = Device::flex();
+    for i in 0..x.len() {
+        let (mut up, mut down) = (x.to_vec(), x.to_vec());
+        up[i] += 1e-2;
+        down[i] -= 1e-2;
+        let fd = (f(v(&up, &plain)).into_scalar::<f32>()
+            - f(v(&down, &plain)).into_scalar::<f32>())
+            / 2e-2;
+        assert!(
+            (fd - grad[i]).abs() <= 2e-2 * (1.0 + fd.abs()),
+            "{name}: d/dx[{i}] autodiff {} vs finite difference {fd}",
+            grad[i]
+        );
+    }
+}
+
+#[test]
+fn finite_difference_gradients() {
+    // Ratios kept away from the clip boundaries, where the loss has a kink.
+    for normalisation in [
+        LossNormalisation::Grpo,
+        LossNormalisation::Bnpo,
+        LossNormalisation::DrGrpo { max_len: Some(4) },
+        LossNormalisation::Dapo {
+            global_tokens: Some(5.0),
+        },
+    ] {
+        fd_check(
+            "ppo-clip + k3",
+            &[-1.0, -1.3, -0.5, -2.0, -0.9, -1.1],
+            |lp| {
+                let d = lp.device();
+                let m = |x: Vec<f32>| {
+                    Tensor::<1>::from_data(TensorData::new(x, [6]), &d).reshape([2, 3])
+                };
+                let cfg = PpoConfig {
+                    beta: 0.1,
+                    normalisation,
+                    ..Default::default()
+                };
+                let old = m(vec![-1.05, -1.0, -0.8, -2.02, -0.5, -1.12]);
+                let reference = m(vec![-1.2, -1.0, -0.7, -1.8, -1.0, -1.0]);
+                let mask = m(vec![1.0, 1.0, 1.0, 1.0, 1.0, 0.0]);
+                let adv = Tensor::<1>::from_data(TensorData::new(vec![0.7f32, -1.2], [2]), &d);
+                ppo_clip_loss(lp.reshape([2, 3]), old, adv, mask, Some(reference), &cfg)
+                    .unwrap()
+                    .loss
+            },
+        );
+    }
+    fd_check("ranknet", &[0.3, -1.0, 2.0, 0.5], |z| {
+        ranknet_loss(z, &[0.5, 0.1, 0.2, 0.9], &[0, 0, 1, 1])
+            .unwrap()
+            .loss
+    });
+    fd_check("trigger probability", &[-3.0, 0.2, 4.0], |z| {
+        trigger_probability(z, 0.3).unwrap().sum()
+    });
+}
+
 #[test]
 fn log_odds_are_the_logit_difference_and_trigger_is_monotone_in_tau() {
     let d = Device::flex();
