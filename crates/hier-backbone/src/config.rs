@@ -368,14 +368,14 @@ impl ModelConfig {
                 ));
             }
         }
-        if let Some(act) = m.get("hidden_act") {
-            if act.as_str() != Some("silu") {
-                return Err(BackboneError::config(
-                    path,
-                    "hidden_act",
-                    format!("{act} is not supported (only silu)"),
-                ));
-            }
+        if let Some(act) = m.get("hidden_act")
+            && act.as_str() != Some("silu")
+        {
+            return Err(BackboneError::config(
+                path,
+                "hidden_act",
+                format!("{act} is not supported (only silu)"),
+            ));
         }
         let hidden_size = as_usize(path, m, "hidden_size")?;
         let num_attention_heads = as_usize(path, m, "num_attention_heads")?;
@@ -443,14 +443,14 @@ impl ModelConfig {
                         "sliding-window attention is not supported",
                     ));
                 }
-                if let Some(Value::Array(types)) = m.get("layer_types") {
-                    if let Some(t) = types.iter().find(|t| t.as_str() != Some("full_attention")) {
-                        return Err(BackboneError::config(
-                            path,
-                            "layer_types",
-                            format!("layer type {t} is not supported (only full_attention)"),
-                        ));
-                    }
+                if let Some(Value::Array(types)) = m.get("layer_types")
+                    && let Some(t) = types.iter().find(|t| t.as_str() != Some("full_attention"))
+                {
+                    return Err(BackboneError::config(
+                        path,
+                        "layer_types",
+                        format!("layer type {t} is not supported (only full_attention)"),
+                    ));
                 }
                 None
             }

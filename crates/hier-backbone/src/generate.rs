@@ -13,6 +13,9 @@ use crate::error::{BackboneError, Result};
 use crate::llama::{AdapterId, Batch, CausalLm, Forward};
 use crate::weights::HostTensor;
 
+/// Turns generated token ids into text (for stop strings).
+pub type Decoder<'a> = &'a dyn Fn(&[u32]) -> String;
+
 /// How to pick the next token.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplingConfig {
@@ -138,7 +141,7 @@ impl CausalLm {
         requests: &[GenerationRequest],
         cfg: &SamplingConfig,
         adapter: Option<AdapterId>,
-        decode: Option<&dyn Fn(&[u32]) -> String>,
+        decode: Option<Decoder<'_>>,
     ) -> Result<Vec<Generation>> {
         if requests.is_empty() {
             return Ok(vec![]);

@@ -483,22 +483,22 @@ impl CausalLm {
                 self.config.vocab_size
             )));
         }
-        if let Some(id) = opts.adapter {
-            if id.0 >= self.adapters.len() {
-                return Err(BackboneError::Invalid(format!(
-                    "adapter slot {} is not registered",
-                    id.0
-                )));
-            }
+        if let Some(id) = opts.adapter
+            && id.0 >= self.adapters.len()
+        {
+            return Err(BackboneError::Invalid(format!(
+                "adapter slot {} is not registered",
+                id.0
+            )));
         }
         let past = cache.as_ref().map_or(0, |c| c.len());
         let total = past + t;
-        if let Some(w) = self.config.sliding_window {
-            if total > w {
-                return Err(BackboneError::Invalid(format!(
-                    "sequence of {total} tokens exceeds the sliding window {w}; sliding-window attention is not implemented"
-                )));
-            }
+        if let Some(w) = self.config.sliding_window
+            && total > w
+        {
+            return Err(BackboneError::Invalid(format!(
+                "sequence of {total} tokens exceeds the sliding window {w}; sliding-window attention is not implemented"
+            )));
         }
 
         let mut key_valid: Vec<Vec<bool>> = match &cache {

@@ -30,7 +30,8 @@ fn llama3_scale(inv_freq: &mut [f32], s: &Llama3RopeScaling) {
         } else {
             freq
         };
-        let medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+        // transformers: neither shorter than the high-frequency nor longer than the low-frequency bound.
+        let medium = (high_wavelen..=low_wavelen).contains(&wavelen);
         *f = if medium {
             let smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor)
                 / (s.high_freq_factor - s.low_freq_factor);

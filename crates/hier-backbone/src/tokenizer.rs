@@ -110,7 +110,7 @@ fn strftime_now(fmt: String) -> std::result::Result<String, JinjaError> {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs()) as i64;
-    Ok(format_time(secs, &fmt)?)
+    format_time(secs, &fmt)
 }
 
 /// Formats a Unix time (UTC) with a strftime subset.

@@ -24,7 +24,7 @@ pub fn yes_no_log_odds(logits: Tensor<2>, yes_id: usize, no_id: usize) -> Result
         )));
     }
     let idx = Tensor::<2, Int>::from_data(
-        TensorData::new(vec![yes_id as i64, no_id as i64].repeat(b), [b, 2]),
+        TensorData::new([yes_id as i64, no_id as i64].repeat(b), [b, 2]),
         &logits.device(),
     );
     let pair = logits.gather(1, idx);
