@@ -491,6 +491,16 @@ impl CausalLm {
                 id.0
             )));
         }
+        if let Some(c) = &cache
+            && (c.key_valid.len() != b || c.layers.len() != self.layers.len())
+        {
+            return Err(BackboneError::Invalid(format!(
+                "KV cache holds {} rows and {} layers; this call has {b} rows and the model {} layers",
+                c.key_valid.len(),
+                c.layers.len(),
+                self.layers.len()
+            )));
+        }
         let past = cache.as_ref().map_or(0, |c| c.len());
         let total = past + t;
         if let Some(w) = self.config.sliding_window

@@ -49,6 +49,17 @@ fn fresh_adapter_is_identity_and_routing_is_per_call() {
             .to_string()
             .contains("sys1")
     );
+    let mut wrong = lm.new_cache(2);
+    let e = lm
+        .forward(&batch, Forward::default(), Some(&mut wrong))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("KV cache holds 2 rows"), "{e}");
+    let e = lm
+        .forward(&Batch::single(&[99]), Forward::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("token id 99"), "{e}");
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! |---|---|
 //! | [`action::action_logprobs`] | `log π(a) = Σ_t m_t ℓ_t / Σ_t m_t` (or the sum) |
 //! | [`critic::td_loss`] | `E[(r + γ(1−d)·V̄(o') − Q(o,a))²]` |
-//! | [`critic::expectile_loss`] | `E[|τ − 1{u<0}|·u²]`, `u = Q̄ − V` |
+//! | [`critic::expectile_loss`] | `E[\|τ − 1{u<0}\|·u²]`, `u = Q̄ − V` |
 //! | [`polyak::polyak_update`] | `θ̄ ← (1−ρ)θ̄ + ρθ` |
 //! | [`actor::offline_actor_loss`] | `−E_data[w(A)·log π(a)] − λ·E_{a'∼π}[A(o,a')·log π(a')]`, `w = min(e^{βA}, w_max)` |
 //! | [`actor::online_actor_loss`] | `−E_B[min(e^{A/α}, w_max)·log π_on(a)] + η·KL(π_on‖π_off)` |

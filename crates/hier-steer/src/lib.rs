@@ -7,9 +7,9 @@
 //! |---|---|
 //! | [`gate`] | `z = log p(yes) − log p(no)`, priority `σ(z)`, trigger `σ(z − logit τ)` (no overflow), seeded Bernoulli gate |
 //! | [`grpo`] | group advantages (TRL: unbiased std, ε = 1e-4, or no std), **baseline-in-group** advantages, token-level PPO-clip loss with ε_low/ε_high, k3 KL to a reference, `grpo`/`bnpo`/`dr_grpo`/`dapo` normalisations |
-//! | [`rank`] | `q(s) = mean_j |R̄_{s,j} − b_s|`, RankNet over same-task pairs |
+//! | [`rank`] | `q(s) = mean_j \|R̄_{s,j} − b_s\|`, RankNet over same-task pairs |
 //! | [`bank`] | the state bank and its ε-greedy top-k selection without replacement |
-//! | [`parse`] | `<think>…</think><action>pass | guide: … | reject: …</action>` → typed intervention |
+//! | [`parse`] | `<think>…</think><action>pass \| guide: … \| reject: …</action>` → typed intervention |
 
 pub mod bank;
 pub mod error;
