@@ -187,6 +187,12 @@ impl PretrainConfig {
         if t.checkpoint_every == 0 || t.log_every == 0 {
             return bad("train.checkpoint_every and train.log_every must be positive");
         }
+        if t.warmup_steps > t.steps {
+            return bad("train.warmup_steps exceeds train.steps");
+        }
+        if !(t.lr > 0.0 && t.min_lr >= 0.0 && t.min_lr <= t.lr) {
+            return bad("need 0 <= train.min_lr <= train.lr and train.lr > 0");
+        }
         Ok(())
     }
 }
