@@ -173,11 +173,10 @@ impl CausalLm {
             .collect();
         let mut done = vec![false; n];
         let prompts: Vec<Vec<u32>> = requests.iter().map(|r| r.prompt.clone()).collect();
-        let first = Batch::left_padded(&prompts, pad);
         let mut cache = cfg.use_cache.then(|| self.new_cache(n));
-        // Without a cache the whole (growing) batch is recomputed each step.
-        let mut full = first.clone();
-        let mut step_batch = first;
+        // With a cache each step feeds only the new column; without one the whole (growing)
+        // batch is recomputed.
+        let mut step_batch = Batch::left_padded(&prompts, pad);
         let opts = Forward::with(adapter);
         for step in 0..cfg.max_new_tokens {
             let logits = self.forward(&step_batch, opts, cache.as_mut())?;
@@ -214,18 +213,17 @@ impl CausalLm {
                 .map(|row| (requests[row].prompt.len() + out[row].tokens.len() - 1) as u32)
                 .collect();
             let new = Batch {
-                ids: next.clone(),
+                ids: next,
                 batch: n,
                 len: 1,
                 positions,
                 valid: vec![true; n],
             };
-            if cache.is_some() {
-                step_batch = new;
+            step_batch = if cache.is_some() {
+                new
             } else {
-                full = append_column(&full, &new);
-                step_batch = full.clone();
-            }
+                append_column(&step_batch, &new)
+            };
         }
         Ok(out)
     }

@@ -35,6 +35,8 @@ pub struct ChatTemplate {
     source: String,
     /// Special tokens by name (`bos_token`, `eos_token`, `unk_token`, `pad_token`).
     pub special_tokens: Vec<(String, String)>,
+    /// The template compiled once, with transformers' Jinja settings (rendering is per prompt).
+    env: std::sync::Arc<Environment<'static>>,
 }
 
 /// Python's `json.dumps(v, ensure_ascii=False)` layout (`", "` and `": "` separators, or the
@@ -180,15 +182,16 @@ fn raise_exception(msg: String) -> std::result::Result<JinjaValue, JinjaError> {
 impl ChatTemplate {
     /// A template from its Jinja source and special tokens.
     pub fn new(source: impl Into<String>, special_tokens: Vec<(String, String)>) -> Result<Self> {
-        let t = Self {
-            source: source.into(),
+        let source = source.into();
+        let env = std::sync::Arc::new(Self::environment(source.clone())?);
+        Ok(Self {
+            source,
             special_tokens,
-        };
-        t.environment()?; // compile once to report syntax errors early
-        Ok(t)
+            env,
+        })
     }
 
-    fn environment(&self) -> Result<Environment<'_>> {
+    fn environment(source: String) -> Result<Environment<'static>> {
         let mut env = Environment::new();
         // transformers: ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).
         env.set_trim_blocks(true);
@@ -197,15 +200,15 @@ impl ChatTemplate {
         env.add_filter("tojson", tojson);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
-        env.add_template("chat", &self.source)
+        env.add_template_owned("chat", source)
             .map_err(|e| BackboneError::Template(format!("{e:#}")))?;
         Ok(env)
     }
 
     /// Renders `messages`; with `add_generation_prompt` the assistant header is appended.
     pub fn render(&self, messages: &[Message], add_generation_prompt: bool) -> Result<String> {
-        let env = self.environment()?;
-        let tmpl = env
+        let tmpl = self
+            .env
             .get_template("chat")
             .map_err(|e| BackboneError::Template(e.to_string()))?;
         let mut ctx: std::collections::BTreeMap<String, JinjaValue> = self

@@ -6,7 +6,7 @@
 //! config implies must be present with the right shape, and no other tensor may be: the error
 //! names the tensor and the file.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use burn::tensor::{Device, Tensor, TensorData};
@@ -160,7 +160,6 @@ pub enum InitKind {
 pub struct CheckpointSource {
     label: PathBuf,
     tensors: BTreeMap<String, HostTensor>,
-    taken: BTreeSet<String>,
 }
 
 impl CheckpointSource {
@@ -172,7 +171,6 @@ impl CheckpointSource {
             return Ok(Self {
                 tensors: read_safetensors(&single)?,
                 label: single,
-                taken: BTreeSet::new(),
             });
         }
         if index.exists() {
@@ -210,7 +208,6 @@ impl CheckpointSource {
             return Ok(Self {
                 tensors,
                 label: index,
-                taken: BTreeSet::new(),
             });
         }
         Err(BackboneError::io(
@@ -240,19 +237,15 @@ impl TensorSource for CheckpointSource {
                 expected: shape.to_vec(),
             });
         }
-        self.taken.insert(name.to_string());
         Ok(t)
     }
     fn finish(self) -> Result<()> {
-        // transformers drops a stored lm_head when embeddings are tied; so do we.
+        // Left over only when embeddings are tied: transformers drops a stored lm_head then, and
+        // old checkpoints carry RoPE's inv_freq buffers; so do we.
         let names: Vec<String> = self
             .tensors
             .into_keys()
-            .filter(|k| k != "lm_head.weight" || !self.taken.contains("model.embed_tokens.weight"))
-            .collect();
-        let names: Vec<String> = names
-            .into_iter()
-            .filter(|k| !k.ends_with("rotary_emb.inv_freq"))
+            .filter(|k| k != "lm_head.weight" && !k.ends_with("rotary_emb.inv_freq"))
             .collect();
         if names.is_empty() {
             Ok(())
