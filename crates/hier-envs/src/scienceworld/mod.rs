@@ -1,0 +1,1 @@
+//! ScienceWorld (in progress).
