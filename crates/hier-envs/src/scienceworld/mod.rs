@@ -1,1 +1,556 @@
-//! ScienceWorld (in progress).
+//! ScienceWorld: the real simulator (`scienceworld==1.2.3`'s jar) driven from Rust over py4j.
+//! No Python at run time: we spawn and own the JVM ([`jvm`]) and speak the gateway's text
+//! protocol ([`py4j`]).
+//!
+//! ## Semantics (those of the Python wrapper `ScienceWorldEnv`)
+//! - `reset(task)`: `load(name, variation, "easy", gold)`, `reset`, then the step
+//!   `look around`, whose observation is returned;
+//! - `step(a)`: `score = round(100·getScore())` (Python's round-half-even), reward = score delta
+//!   — reported in `[−1, 1]` units (÷100); `done` = `getCompleted` or `moves > step limit` or
+//!   `score < 0`;
+//! - valid actions from `getValidActionObjectCombinationsJSON` (one round trip instead of one
+//!   per action); gold actions from `getGoldActionSequence` (needs `gold_paths`, on by default).
+//!
+//! ## Processes
+//! A [`Pool`] owns `n` JVMs (≈0.9 GB each) and hands out environments round-robin. Several
+//! environments can share a JVM, each on its own connection and its own `PythonInterface`
+//! object — but the simulator keeps global state: measured here, four environments stepping
+//! their gold paths *concurrently* in one JVM ended with wrong scores (0.25, −1, 0, 0.75 instead
+//! of 1) in 3 of 8 episodes, while the same calls *interleaved one at a time* all scored 1.
+//! So calls into one JVM are serialised by a lock, and parallel rollouts need one JVM per
+//! concurrently stepping environment. Every call has a timeout. When a JVM dies or a call times out,
+//! the running episode fails with [`EnvError::Crashed`]/[`EnvError::Timeout`] (it never hangs);
+//! the next `reset` reconnects, starting a new JVM if the old one is gone. An unresponsive JVM
+//! is killed, so the other environments on it fail their episodes too.
+//!
+//! ## Splits ([`splits`])
+//! The 24-task protocol of ETO/WKM/GLIDER: ID ("seen") = up to 10 dev variations per task
+//! drawn with a fixed seed, OOD ("unseen") = the first ≤ 10 test variations per task, per-task
+//! step limits; committed in `data/scienceworld_splits.json` (checked against the jar by the
+//! tests). The full dev/test sets are available through [`Splits::variations`].
+
+pub mod jvm;
+pub mod py4j;
+pub mod splits;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use splits::Splits;
+
+use crate::error::{EnvError, Result};
+use crate::{Env, Reset, Split, Step, StepInfo, Task};
+use jvm::Jvm;
+use py4j::{Arg, Connection, Value};
+
+const INTERFACE_CLASS: &str = "scienceworld.runtime.pythonapi.PythonInterface";
+/// What the simulator answers to an action it cannot parse.
+const UNKNOWN_ACTION: &str = "No known action matches that input.";
+
+/// How environments are run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Folder holding `scienceworld.jar` and `object_type_ids.tsv`.
+    pub asset_dir: PathBuf,
+    pub java: PathBuf,
+    /// Extra JVM options (e.g. `-Xmx2g`).
+    pub java_opts: Vec<String>,
+    /// `"easy"` in the agent papers; comma-separated simplifications otherwise.
+    pub simplifications: String,
+    /// Generate gold paths on load (needed by [`Env::gold_actions`]).
+    pub gold_paths: bool,
+    /// Timeout of one call (a step, a valid-action listing).
+    pub call_timeout: Duration,
+    /// Timeout of `load` (gold-path generation can take seconds).
+    pub load_timeout: Duration,
+    pub ready_timeout: Duration,
+    /// Step limit for tasks the split file does not list.
+    pub default_step_limit: u64,
+}
+
+impl Config {
+    /// Assets from [`crate::assets`] (fetched if missing), `java` from `JAVA_HOME`/`PATH`.
+    pub fn from_assets() -> Result<Self> {
+        Ok(Self {
+            asset_dir: crate::assets::Assets::locate()?.scienceworld()?,
+            java: crate::assets::find_java()?,
+            java_opts: Vec::new(),
+            simplifications: "easy".into(),
+            gold_paths: true,
+            call_timeout: Duration::from_secs(30),
+            load_timeout: Duration::from_secs(120),
+            ready_timeout: Duration::from_secs(60),
+            default_step_limit: 100,
+        })
+    }
+}
+
+/// One JVM slot of a pool: (re)started on demand.
+#[derive(Debug)]
+struct Host {
+    config: Arc<Config>,
+    jvm: Mutex<Option<Jvm>>,
+    /// Held for every call into this JVM (the simulator is not thread-safe).
+    calls: Mutex<()>,
+    starts: AtomicU64,
+}
+
+impl Host {
+    /// A fresh connection, starting the JVM if it is not running. Returns the JVM's pid.
+    fn connect(&self) -> Result<(Connection, u32)> {
+        let mut slot = self.jvm.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(j) = slot.as_mut()
+            && !j.is_alive()
+        {
+            tracing::warn!(
+                "ScienceWorld JVM {} died; its output ended with:\n{}",
+                j.pid(),
+                j.tail()
+            );
+            *slot = None;
+        }
+        if slot.is_none() {
+            let c = &self.config;
+            *slot = Some(Jvm::spawn(
+                &c.java,
+                &c.asset_dir,
+                &c.java_opts,
+                c.ready_timeout,
+            )?);
+            self.starts.fetch_add(1, Ordering::Relaxed);
+        }
+        let jvm = slot.as_ref().expect("started above");
+        let conn = Connection::connect(jvm.port(), self.config.call_timeout)?;
+        Ok((conn, jvm.pid()))
+    }
+
+    /// Kills the JVM `pid` if it is still the current one (it stopped answering).
+    fn kill(&self, pid: u32) {
+        let mut slot = self.jvm.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.as_ref().is_some_and(|j| j.pid() == pid)
+            && let Some(mut j) = slot.take()
+        {
+            j.kill();
+        }
+    }
+
+    /// Why the JVM `pid` is gone, with its last output, for error messages.
+    fn diagnose(&self, pid: u32) -> String {
+        let mut slot = self.jvm.lock().unwrap_or_else(|e| e.into_inner());
+        match slot.as_mut() {
+            Some(j) if j.pid() == pid => {
+                if j.is_alive() {
+                    "the JVM is still running".into()
+                } else {
+                    format!(
+                        "the JVM (pid {pid}) died; its output ended with:\n{}",
+                        j.tail()
+                    )
+                }
+            }
+            _ => format!("the JVM (pid {pid}) was replaced"),
+        }
+    }
+}
+
+/// A set of JVMs handing out environments.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    hosts: Arc<Vec<Arc<Host>>>,
+    next: Arc<AtomicUsize>,
+    splits: Arc<Splits>,
+}
+
+impl Pool {
+    /// `jvms` JVM slots (started lazily, on the first reset of one of their environments).
+    pub fn new(config: Config, jvms: usize) -> Result<Self> {
+        if jvms == 0 {
+            return Err(EnvError::InvalidArgument(
+                "a pool needs at least one JVM".into(),
+            ));
+        }
+        let config = Arc::new(config);
+        let hosts = (0..jvms)
+            .map(|_| {
+                Arc::new(Host {
+                    config: Arc::clone(&config),
+                    jvm: Mutex::new(None),
+                    calls: Mutex::new(()),
+                    starts: AtomicU64::new(0),
+                })
+            })
+            .collect();
+        Ok(Self {
+            hosts: Arc::new(hosts),
+            next: Arc::new(AtomicUsize::new(0)),
+            splits: Arc::new(Splits::committed()?),
+        })
+    }
+
+    /// A new environment on the next JVM (round-robin).
+    pub fn env(&self) -> ScienceWorld {
+        let k = self.next.fetch_add(1, Ordering::Relaxed) % self.hosts.len();
+        ScienceWorld {
+            host: Arc::clone(&self.hosts[k]),
+            splits: Arc::clone(&self.splits),
+            session: None,
+            episode: None,
+        }
+    }
+
+    /// How many JVMs have been started so far (restarts included).
+    pub fn jvm_starts(&self) -> u64 {
+        self.hosts
+            .iter()
+            .map(|h| h.starts.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    pub fn splits(&self) -> &Splits {
+        &self.splits
+    }
+}
+
+#[derive(Debug)]
+struct Session {
+    conn: Connection,
+    object: String,
+    pid: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Episode {
+    task: Task,
+    last_score: i64,
+    step_limit: u64,
+    /// The JVM went away during this episode: it cannot continue.
+    lost: bool,
+}
+
+/// One ScienceWorld environment (a `PythonInterface` object in one of the pool's JVMs).
+#[derive(Debug)]
+pub struct ScienceWorld {
+    host: Arc<Host>,
+    splits: Arc<Splits>,
+    session: Option<Session>,
+    episode: Option<Episode>,
+}
+
+/// What `ScienceWorld::raw_state` reports.
+#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq)]
+pub struct RawState {
+    pub score: f64,
+    pub completed: bool,
+    pub moves: i64,
+}
+
+impl ScienceWorld {
+    /// A single environment with its own JVM.
+    pub fn new(config: Config) -> Result<Self> {
+        Ok(Pool::new(config, 1)?.env())
+    }
+
+    fn config(&self) -> &Config {
+        &self.host.config
+    }
+
+    /// The pid of the JVM this environment is connected to, if connected.
+    pub fn jvm_pid(&self) -> Option<u32> {
+        self.session.as_ref().map(|s| s.pid)
+    }
+
+    fn ensure_session(&mut self) -> Result<&mut Session> {
+        if self.session.as_ref().is_some_and(|s| s.conn.is_poisoned()) {
+            self.session = None;
+        }
+        if self.session.is_none() {
+            let (mut conn, pid) = self.host.connect()?;
+            let timeout = self.config().call_timeout;
+            let object = conn.construct(INTERFACE_CLASS, timeout)?;
+            // (called with `calls` held by `call`)
+            self.session = Some(Session { conn, object, pid });
+        }
+        Ok(self.session.as_mut().expect("set above"))
+    }
+
+    /// Calls a method of this environment's simulator object, mapping transport failures to
+    /// a lost episode.
+    fn call(&mut self, method: &str, args: &[Arg<'_>], timeout: Option<Duration>) -> Result<Value> {
+        let timeout = timeout.unwrap_or(self.config().call_timeout);
+        let host = Arc::clone(&self.host);
+        let _serial = host.calls.lock().unwrap_or_else(|e| e.into_inner());
+        let session = self.ensure_session()?;
+        let pid = session.pid;
+        let target = session.object.clone();
+        let reply = session.conn.call(&target, method, args, timeout);
+        drop(_serial);
+        match reply {
+            Ok(v) => Ok(v),
+            Err(e @ (EnvError::Crashed(_) | EnvError::Timeout { .. })) => {
+                self.session = None;
+                if let Some(ep) = self.episode.as_mut() {
+                    ep.lost = true;
+                }
+                if matches!(e, EnvError::Timeout { .. }) {
+                    // It stopped answering: nothing on it can be trusted any more.
+                    self.host.kill(pid);
+                    Err(e)
+                } else {
+                    Err(EnvError::Crashed(format!(
+                        "{e}; {}",
+                        self.host.diagnose(pid)
+                    )))
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn call_str(&mut self, method: &str, args: &[Arg<'_>]) -> Result<String> {
+        match self.call(method, args, None)? {
+            Value::Str(s) => Ok(s),
+            other => Err(EnvError::Protocol(format!(
+                "{method} returned {other:?}, expected a string"
+            ))),
+        }
+    }
+
+    fn call_list(&mut self, method: &str, args: &[Arg<'_>]) -> Result<Vec<String>> {
+        match self.call(method, args, None)? {
+            Value::List(id) => {
+                let timeout = self.config().call_timeout;
+                let host = Arc::clone(&self.host);
+                let _serial = host.calls.lock().unwrap_or_else(|e| e.into_inner());
+                let session = self.session.as_mut().expect("connected by call");
+                session.conn.string_list(&id, timeout)
+            }
+            other => Err(EnvError::Protocol(format!(
+                "{method} returned {other:?}, expected a list"
+            ))),
+        }
+    }
+
+    /// Score, completion and moves as the simulator reports them.
+    pub fn raw_state(&mut self) -> Result<RawState> {
+        let score = match self.call("getScore", &[], None)? {
+            Value::Double(d) => d,
+            other => return Err(EnvError::Protocol(format!("getScore returned {other:?}"))),
+        };
+        let completed = match self.call("getCompleted", &[], None)? {
+            Value::Bool(b) => b,
+            other => {
+                return Err(EnvError::Protocol(format!(
+                    "getCompleted returned {other:?}"
+                )));
+            }
+        };
+        let moves = match self.call("getNumMoves", &[], None)? {
+            Value::Int(n) => n,
+            other => {
+                return Err(EnvError::Protocol(format!(
+                    "getNumMoves returned {other:?}"
+                )));
+            }
+        };
+        Ok(RawState {
+            score,
+            completed,
+            moves,
+        })
+    }
+
+    /// The simulator's 30 task names.
+    pub fn task_names(&mut self) -> Result<Vec<String>> {
+        self.call_list("getTaskNames", &[])
+    }
+
+    /// Loads `task` without resetting (for split generation and inspection).
+    pub fn load(&mut self, task: &Task, gold: bool) -> Result<()> {
+        let simplifications = self.config().simplifications.clone();
+        let timeout = self.config().load_timeout;
+        let variation = i32::try_from(task.index).map_err(|_| {
+            EnvError::InvalidArgument(format!("variation {} too large", task.index))
+        })?;
+        let reply = self.call(
+            "load",
+            &[
+                Arg::Str(&task.name),
+                Arg::Int(variation),
+                Arg::Str(&simplifications),
+                Arg::Bool(gold),
+            ],
+            Some(timeout),
+        )?;
+        match reply {
+            Value::Str(s) if s.is_empty() => Ok(()),
+            Value::Str(msg) => Err(EnvError::InvalidArgument(format!(
+                "scienceworld load({task}): {msg}"
+            ))),
+            other => Err(EnvError::Protocol(format!("load returned {other:?}"))),
+        }
+    }
+
+    /// `getVariationsTrain/Dev/Test` of the loaded task.
+    pub fn variations(&mut self, which: &str) -> Result<Vec<i64>> {
+        let method = match which {
+            "train" => "getVariationsTrain",
+            "dev" => "getVariationsDev",
+            "test" => "getVariationsTest",
+            other => {
+                return Err(EnvError::InvalidArgument(format!(
+                    "variation set `{other}`: expected train, dev or test"
+                )));
+            }
+        };
+        // A `List<Integer>`: read it element by element.
+        match self.call(method, &[], None)? {
+            Value::List(id) => {
+                let timeout = self.config().call_timeout;
+                let host = Arc::clone(&self.host);
+                let _serial = host.calls.lock().unwrap_or_else(|e| e.into_inner());
+                let session = self.session.as_mut().expect("connected by call");
+                let n = match session.conn.call(&id, "size", &[], timeout)? {
+                    Value::Int(n) => n,
+                    other => return Err(EnvError::Protocol(format!("size returned {other:?}"))),
+                };
+                let mut out = Vec::with_capacity(n as usize);
+                for k in 0..n {
+                    match session
+                        .conn
+                        .call(&id, "get", &[Arg::Int(k as i32)], timeout)?
+                    {
+                        Value::Int(v) => out.push(v),
+                        other => return Err(EnvError::Protocol(format!("get returned {other:?}"))),
+                    }
+                }
+                session.conn.release(&id, timeout)?;
+                Ok(out)
+            }
+            other => Err(EnvError::Protocol(format!("{method} returned {other:?}"))),
+        }
+    }
+
+    /// `getValidActionObjectCombinations` (the list variant the Python wrapper calls every
+    /// step: one round trip per action). Kept for comparisons; [`Env::valid_actions`] uses the
+    /// JSON variant.
+    pub fn valid_actions_list(&mut self) -> Result<Vec<String>> {
+        self.episode_mut()?;
+        self.call_list("getValidActionObjectCombinations", &[])
+    }
+
+    fn episode_mut(&mut self) -> Result<&mut Episode> {
+        let ep = self
+            .episode
+            .as_mut()
+            .ok_or_else(|| EnvError::State("scienceworld: step before reset".into()))?;
+        if ep.lost {
+            return Err(EnvError::Crashed(format!(
+                "the episode {} was lost with its JVM; reset to start a new one",
+                ep.task
+            )));
+        }
+        Ok(ep)
+    }
+
+    /// Python's `step`: the action, then score/completion/moves.
+    fn do_step(&mut self, action: &str) -> Result<Step> {
+        self.episode_mut()?;
+        let observation = self.call_str("step", &[Arg::Str(action)])?;
+        let raw = self.raw_state()?;
+        let ep = self.episode_mut()?;
+        let score = (100.0 * raw.score).round_ties_even() as i64;
+        let reward = (score - ep.last_score) as f64 / 100.0;
+        ep.last_score = score;
+        let over = raw.moves > ep.step_limit as i64;
+        let done = raw.completed || over || score < 0;
+        let invalid = observation.trim_start().starts_with(UNKNOWN_ACTION);
+        Ok(Step {
+            observation,
+            reward,
+            done,
+            score: score as f64 / 100.0,
+            info: StepInfo {
+                moves: raw.moves.max(0) as u64,
+                invalid,
+                truncated: over && !raw.completed && score >= 0,
+            },
+        })
+    }
+}
+
+impl Env for ScienceWorld {
+    fn name(&self) -> &'static str {
+        "scienceworld"
+    }
+
+    fn tasks(&self, split: Split) -> Result<Vec<Task>> {
+        Ok(self.splits.tasks(split))
+    }
+
+    fn reset(&mut self, task: &Task) -> Result<Reset> {
+        let step_limit = self
+            .splits
+            .step_limit(&task.name)
+            .unwrap_or(self.config().default_step_limit);
+        // A lost episode is over; a new one may start.
+        self.episode = None;
+        let gold = self.config().gold_paths;
+        self.load(task, gold)?;
+        match self.call("reset", &[], None)? {
+            Value::Str(_) | Value::Void => {}
+            other => return Err(EnvError::Protocol(format!("reset returned {other:?}"))),
+        }
+        self.episode = Some(Episode {
+            task: task.clone(),
+            last_score: 0,
+            step_limit,
+            lost: false,
+        });
+        let first = self.do_step("look around")?;
+        let description = self.call_str("getTaskDescription", &[])?;
+        Ok(Reset {
+            observation: first.observation,
+            description,
+        })
+    }
+
+    fn step(&mut self, action: &str) -> Result<Step> {
+        self.do_step(action)
+    }
+
+    fn valid_actions(&mut self) -> Result<Option<Vec<String>>> {
+        self.episode_mut()?;
+        let json = self.call_str("getValidActionObjectCombinationsJSON", &[])?;
+        #[derive(Deserialize)]
+        struct Valid {
+            #[serde(rename = "validActions")]
+            valid_actions: Vec<Action>,
+        }
+        #[derive(Deserialize)]
+        struct Action {
+            action: String,
+        }
+        let v: Valid = serde_json::from_str(&json).map_err(|e| {
+            EnvError::Protocol(format!(
+                "getValidActionObjectCombinationsJSON: invalid JSON: {e}"
+            ))
+        })?;
+        Ok(Some(
+            v.valid_actions.into_iter().map(|a| a.action).collect(),
+        ))
+    }
+
+    fn gold_actions(&mut self) -> Result<Option<Vec<String>>> {
+        self.episode_mut()?;
+        if !self.config().gold_paths {
+            return Err(EnvError::State(
+                "scienceworld: gold paths were not generated (Config::gold_paths = false)".into(),
+            ));
+        }
+        Ok(Some(self.call_list("getGoldActionSequence", &[])?))
+    }
+}
