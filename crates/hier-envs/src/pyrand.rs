@@ -31,11 +31,20 @@ impl PyRandom {
         } else {
             vec![seed as u32, (seed >> 32) as u32]
         };
+        // `init_genrand(19650218)` is the same for every seed: compute it once.
+        static BASE: std::sync::OnceLock<[u32; N]> = std::sync::OnceLock::new();
+        let base = BASE.get_or_init(|| {
+            let mut r = PyRandom {
+                mt: [0; N],
+                index: N,
+            };
+            r.init_genrand(19_650_218);
+            r.mt
+        });
         let mut r = PyRandom {
-            mt: [0; N],
+            mt: *base,
             index: N,
         };
-        r.init_genrand(19_650_218);
         let (mut i, mut j) = (1usize, 0usize);
         for _ in 0..N.max(key.len()) {
             let prev = r.mt[i - 1] ^ (r.mt[i - 1] >> 30);
@@ -81,11 +90,19 @@ impl PyRandom {
         const LOWER: u32 = 0x7fff_ffff;
         const MATRIX_A: u32 = 0x9908_b0df;
         if self.index >= N {
-            for k in 0..N {
-                let y = (self.mt[k] & UPPER) | (self.mt[(k + 1) % N] & LOWER);
-                let mag = if y & 1 == 1 { MATRIX_A } else { 0 };
-                self.mt[k] = self.mt[(k + M) % N] ^ (y >> 1) ^ mag;
+            // The reference twist, with its index arithmetic split into ranges (no `% N`).
+            let mix = |a: u32, b: u32, c: u32| {
+                let y = (a & UPPER) | (b & LOWER);
+                c ^ (y >> 1) ^ if y & 1 == 1 { MATRIX_A } else { 0 }
+            };
+            let mt = &mut self.mt;
+            for k in 0..N - M {
+                mt[k] = mix(mt[k], mt[k + 1], mt[k + M]);
             }
+            for k in N - M..N - 1 {
+                mt[k] = mix(mt[k], mt[k + 1], mt[k + M - N]);
+            }
+            mt[N - 1] = mix(mt[N - 1], mt[0], mt[M - 1]);
             self.index = 0;
         }
         let mut y = self.mt[self.index];
@@ -128,6 +145,13 @@ impl PyRandom {
 
     /// `random.sample(population, k)`; panics if `k > population.len()` (Python raises).
     pub fn sample<T: Clone>(&mut self, population: &[T], k: usize) -> Vec<T> {
+        let mut out = Vec::with_capacity(k);
+        self.sample_into(population, k, &mut out);
+        out
+    }
+
+    /// [`PyRandom::sample`], appending to `out` (no allocation for small populations).
+    pub fn sample_into<T: Clone>(&mut self, population: &[T], k: usize, out: &mut Vec<T>) {
         let n = population.len();
         assert!(k <= n, "sample larger than population");
         let mut setsize = 21usize;
@@ -136,12 +160,22 @@ impl PyRandom {
             let e = ((k as f64 * 3.0).ln() / 4f64.ln()).ceil() as u32;
             setsize += 4usize.pow(e);
         }
-        let mut result = Vec::with_capacity(k);
         if n <= setsize {
-            let mut pool: Vec<usize> = (0..n).collect();
+            // Partial Fisher–Yates over the indices; on the stack when they fit.
+            let mut small = [0u32; 128];
+            let mut big = Vec::new();
+            let pool: &mut [u32] = if n <= small.len() {
+                &mut small[..n]
+            } else {
+                big.extend(0..n as u32);
+                &mut big
+            };
+            for (i, p) in pool.iter_mut().enumerate() {
+                *p = i as u32;
+            }
             for i in 0..k {
                 let j = self.randbelow(n - i);
-                result.push(population[pool[j]].clone());
+                out.push(population[pool[j] as usize].clone());
                 pool[j] = pool[n - i - 1];
             }
         } else {
@@ -152,10 +186,9 @@ impl PyRandom {
                     j = self.randbelow(n);
                 }
                 selected.insert(j);
-                result.push(population[j].clone());
+                out.push(population[j].clone());
             }
         }
-        result
     }
 }
 

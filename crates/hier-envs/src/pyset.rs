@@ -69,21 +69,22 @@ fn siphash13(k0: u64, k1: u64, src: &[u8]) -> u64 {
     (v0 ^ v1) ^ (v2 ^ v3)
 }
 
-/// An insertion-only set of strings that iterates in CPython's order.
+/// An insertion-only set that iterates in CPython's order, for keys whose Python hash is
+/// known (`K` equal ⇔ the Python objects are equal).
 #[derive(Clone, Debug)]
-pub struct PyStrSet {
+pub struct PySet<K> {
     /// Slot → index into `items`.
-    table: Vec<Option<usize>>,
-    items: Vec<(String, i64)>,
+    table: Vec<Option<u32>>,
+    items: Vec<(K, i64)>,
 }
 
-impl Default for PyStrSet {
+impl<K: PartialEq + Clone> Default for PySet<K> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl PyStrSet {
+impl<K: PartialEq + Clone> PySet<K> {
     pub fn new() -> Self {
         Self {
             table: vec![None; MIN_SIZE],
@@ -99,19 +100,18 @@ impl PyStrSet {
         self.items.is_empty()
     }
 
-    pub fn contains(&self, s: &str) -> bool {
-        self.find(s, py_str_hash(s)).is_ok()
+    pub fn contains(&self, key: &K, hash: i64) -> bool {
+        self.find(key, hash).is_ok()
     }
 
-    /// `set.add(s)`.
-    pub fn insert(&mut self, s: &str) {
-        let hash = py_str_hash(s);
-        let slot = match self.find(s, hash) {
+    /// `set.add(key)` for a key whose `hash()` is `hash`.
+    pub fn insert(&mut self, key: K, hash: i64) {
+        let slot = match self.find(&key, hash) {
             Ok(_) => return,
             Err(slot) => slot,
         };
-        self.table[slot] = Some(self.items.len());
-        self.items.push((s.to_owned(), hash));
+        self.table[slot] = Some(self.items.len() as u32);
+        self.items.push((key, hash));
         let mask = self.table.len() - 1;
         // No deletions, so fill == used.
         if self.items.len() * 5 >= mask * 3 {
@@ -119,8 +119,8 @@ impl PyStrSet {
         }
     }
 
-    /// The slot holding `s`, or the first free slot of its probe sequence.
-    fn find(&self, s: &str, hash: i64) -> Result<usize, usize> {
+    /// The slot holding `key`, or the first free slot of its probe sequence.
+    fn find(&self, key: &K, hash: i64) -> Result<usize, usize> {
         let mask = self.table.len() - 1;
         let mut perturb = hash as u64;
         let mut i = (hash as u64 as usize) & mask;
@@ -133,8 +133,12 @@ impl PyStrSet {
             for slot in i..=i + probes {
                 match self.table[slot] {
                     None => return Err(slot),
-                    Some(k) if self.items[k].1 == hash && self.items[k].0 == s => return Ok(slot),
-                    Some(_) => {}
+                    Some(k) => {
+                        let (item, h) = &self.items[k as usize];
+                        if *h == hash && item == key {
+                            return Ok(slot);
+                        }
+                    }
                 }
             }
             perturb >>= PERTURB_SHIFT;
@@ -146,27 +150,78 @@ impl PyStrSet {
         }
     }
 
+    /// Rebuilds the table at the smallest power of two above `min_used`, re-inserting in
+    /// slot order (`set_table_resize` + `set_insert_clean`).
     fn resize(&mut self, min_used: usize) {
         let mut size = MIN_SIZE;
         while size <= min_used {
             size <<= 1;
         }
         let old = std::mem::replace(&mut self.table, vec![None; size]);
+        let mask = size - 1;
         for k in old.into_iter().flatten() {
-            let slot = self
-                .find(&self.items[k].0.clone(), self.items[k].1)
-                .expect_err("re-inserted keys are distinct");
-            self.table[slot] = Some(k);
+            let hash = self.items[k as usize].1;
+            let mut perturb = hash as u64;
+            let mut i = (hash as u64 as usize) & mask;
+            'probe: loop {
+                let probes = if i + LINEAR_PROBES <= mask {
+                    LINEAR_PROBES
+                } else {
+                    0
+                };
+                for slot in i..=i + probes {
+                    if self.table[slot].is_none() {
+                        self.table[slot] = Some(k);
+                        break 'probe;
+                    }
+                }
+                perturb >>= PERTURB_SHIFT;
+                i = (i
+                    .wrapping_mul(5)
+                    .wrapping_add(1)
+                    .wrapping_add(perturb as usize))
+                    & mask;
+            }
         }
+    }
+
+    /// The keys in CPython's iteration order (`list(s)`).
+    pub fn iter(&self) -> impl Iterator<Item = &K> + '_ {
+        self.table
+            .iter()
+            .flatten()
+            .map(|&k| &self.items[k as usize].0)
+    }
+}
+
+/// A set of ASCII strings in CPython's order.
+#[derive(Clone, Debug, Default)]
+pub struct PyStrSet(PySet<String>);
+
+impl PyStrSet {
+    pub fn new() -> Self {
+        Self(PySet::new())
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn contains(&self, s: &str) -> bool {
+        self.0.contains(&s.to_owned(), py_str_hash(s))
+    }
+
+    pub fn insert(&mut self, s: &str) {
+        self.0.insert(s.to_owned(), py_str_hash(s));
     }
 
     /// The elements in CPython's iteration order (`list(s)`).
     pub fn to_list(&self) -> Vec<String> {
-        self.table
-            .iter()
-            .flatten()
-            .map(|&k| self.items[k].0.clone())
-            .collect()
+        self.0.iter().cloned().collect()
     }
 }
 

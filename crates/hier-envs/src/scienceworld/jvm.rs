@@ -4,7 +4,9 @@
 //! folder holding `object_type_ids.tsv`. Its stdout and stderr are drained by threads for the
 //! whole life of the process (the JVM blocks once a 64 KiB pipe fills — gold-path generation is
 //! chatty) and the last lines are kept for error messages. Ready when it prints
-//! `Server started`. It does not exit when its stdin closes, so [`Drop`] kills it.
+//! `Server started`. It does not exit when its stdin closes, so [`Drop`] kills it — and since
+//! `Drop` does not run when our process is killed by a signal, a small `sh` watchdog kills
+//! the JVM once our process is gone (no orphaned 0.9 GB JVMs after Ctrl-C or `kill`).
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
@@ -75,6 +77,7 @@ impl Jvm {
         let (ready_tx, ready_rx) = mpsc::channel();
         drain(child.stdout.take().expect("piped"), &tail, Some(ready_tx));
         drain(child.stderr.take().expect("piped"), &tail, None);
+        watch_parent(child.id());
         let mut jvm = Jvm { child, port, tail };
         match ready_rx.recv_timeout(ready_timeout) {
             Ok(()) => Ok(jvm),
@@ -123,6 +126,30 @@ impl Jvm {
 impl Drop for Jvm {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Starts `sh` polling every second: when this process is gone, it kills the JVM; when the
+/// JVM is gone, it exits. Reaped by a thread.
+fn watch_parent(jvm: u32) {
+    let me = std::process::id();
+    let script = format!(
+        "while kill -0 {me} 2>/dev/null && kill -0 {jvm} 2>/dev/null; do sleep 1; done; \
+         kill -9 {jvm} 2>/dev/null"
+    );
+    match Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(mut watchdog) => {
+            let _ = std::thread::Builder::new()
+                .name("scienceworld-jvm-watchdog".into())
+                .spawn(move || watchdog.wait());
+        }
+        Err(e) => tracing::warn!("no watchdog for the ScienceWorld JVM (it may outlive us): {e}"),
     }
 }
 

@@ -22,6 +22,8 @@ pub enum Arg<'a> {
     Str(&'a str),
     Int(i32),
     Bool(bool),
+    /// A reference to a gateway object (`o<N>`).
+    Ref(&'a str),
 }
 
 /// A decoded reply.
@@ -114,6 +116,43 @@ impl Connection {
         Ok(out)
     }
 
+    /// Reads a `List<String>` reference in three round trips — `size`, then
+    /// `String.join("\n", list)` as a static call — and releases it. Falls back to
+    /// [`Connection::string_list`] if an element contains a newline (the counts disagree).
+    pub fn string_list_joined(&mut self, list: &str, timeout: Duration) -> Result<Vec<String>> {
+        let n = match self.call(list, "size", &[], timeout)? {
+            Value::Int(n) => n.max(0) as usize,
+            other => {
+                return Err(EnvError::Protocol(format!(
+                    "List.size() returned {other:?}"
+                )));
+            }
+        };
+        let joined = match self.call(
+            "z:java.lang.String",
+            "join",
+            &[Arg::Str("\n"), Arg::Ref(list)],
+            timeout,
+        )? {
+            Value::Str(s) => s,
+            other => {
+                return Err(EnvError::Protocol(format!(
+                    "String.join returned {other:?}"
+                )));
+            }
+        };
+        let items: Vec<String> = if n == 0 {
+            Vec::new()
+        } else {
+            joined.split('\n').map(str::to_owned).collect()
+        };
+        if items.len() != n {
+            return self.string_list(list, timeout);
+        }
+        self.release(list, timeout)?;
+        Ok(items)
+    }
+
     /// Lets the gateway garbage-collect an object.
     pub fn release(&mut self, object: &str, timeout: Duration) -> Result<()> {
         let cmd = format!("m\nd\n{object}\ne\n");
@@ -185,6 +224,10 @@ fn encode_args(cmd: &mut String, args: &[Arg<'_>]) {
             }
             Arg::Int(i) => cmd.push_str(&format!("i{i}")),
             Arg::Bool(b) => cmd.push_str(if *b { "btrue" } else { "bfalse" }),
+            Arg::Ref(id) => {
+                cmd.push('r');
+                cmd.push_str(id);
+            }
         }
         cmd.push('\n');
     }

@@ -34,10 +34,10 @@
 //!   answered with `Could not execute …`). Inventory counts can go negative exactly where
 //!   Python's do (duplicate inputs pass the per-line inventory check).
 
+mod reset;
 mod solver;
 pub mod tree;
 
-use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -47,8 +47,6 @@ pub use solver::{Plan, solve};
 pub use tree::{CraftingTree, ItemTag, Recipe, RecipeId, Stack, display_name};
 
 use crate::error::{EnvError, Result};
-use crate::pyrand::PyRandom;
-use crate::pyset::PyStrSet;
 use crate::{Env, Reset, Split, Step, StepInfo, Task};
 
 /// Seeds 0–199 are ADaPT's 200 evaluation goals (all depth-4, all depth-3 and the first 72
@@ -59,7 +57,9 @@ pub const EVAL_SEEDS: std::ops::Range<u64> = 0..200;
 #[derive(Debug)]
 struct Shared {
     tree: CraftingTree,
-    lines: Vec<String>,
+    index: reset::ResetIndex,
+    /// Per candidate (seed order), computed on first use.
+    plans: Vec<std::sync::OnceLock<reset::GoalPlan>>,
     candidates: Vec<(String, u32)>,
     re_craft: Regex,
     re_get: Regex,
@@ -82,8 +82,8 @@ struct Episode {
     inventory: Vec<(String, i128)>,
     moves: u64,
     solved: bool,
-    /// The goal's recipe tree as shown in the observation (distinct recipes, tree order).
-    needed: Vec<RecipeId>,
+    /// Index of the goal among the candidates (its reset plan holds the recipe tree).
+    candidate: usize,
 }
 
 /// What a reset produced, for inspection and the conformance tests.
@@ -110,7 +110,7 @@ impl TextCraft {
     }
 
     pub fn from_tree(tree: CraftingTree) -> Result<Self> {
-        let lines = tree.recipes.iter().map(Recipe::line).collect();
+        let index = reset::ResetIndex::build(&tree);
         let candidates = tree.goal_candidates();
         if candidates.is_empty() {
             return Err(EnvError::State(
@@ -120,8 +120,11 @@ impl TextCraft {
         let re = |p: &str| Regex::new(p).expect("static regex");
         Ok(Self {
             shared: Arc::new(Shared {
+                plans: (0..candidates.len())
+                    .map(|_| std::sync::OnceLock::new())
+                    .collect(),
                 tree,
-                lines,
+                index,
                 candidates,
                 re_craft: re(r"^craft (.*) using (.*)"),
                 re_get: re(r"^get ([0-9]+) (.*)"),
@@ -161,114 +164,67 @@ impl TextCraft {
 
     /// Resets to `seed` and reports the goal, its needed lines and the observation.
     pub fn reset_seed(&mut self, seed: u64) -> Setup {
+        let (goal, depth, shown) = self.start(seed);
         let sh = &self.shared;
-        let (goal, depth) = sh.candidates[(seed % sh.candidates.len() as u64) as usize].clone();
-        let mut rng = PyRandom::new(seed);
-        let (tree_recipes, distractors) = self.recipe_set(&goal, &mut rng);
-
-        let mut recipe_lines = PyStrSet::new();
-        for &r in &tree_recipes {
-            recipe_lines.insert(&sh.lines[r]);
-        }
-        let mut distractor_lines = PyStrSet::new();
-        for &r in &distractors {
-            let line = &sh.lines[r];
-            if !recipe_lines.contains(line) {
-                distractor_lines.insert(line);
-            }
-        }
-        let mut shown = recipe_lines.to_list();
-        let pool = distractor_lines.to_list();
-        shown.extend(rng.sample(&pool, pool.len().min(10)));
-        rng.shuffle(&mut shown);
-        let observation = format!(
-            "Crafting commands:\n{}\n\nGoal: craft {}.",
-            shown.join("\n"),
-            display_name(&goal)
-        );
-
-        let mut seen = HashSet::new();
-        let needed: Vec<RecipeId> = tree_recipes
-            .into_iter()
-            .filter(|r| seen.insert(*r))
+        let plan = sh.plans[(seed % sh.candidates.len() as u64) as usize]
+            .get()
+            .expect("planned by start");
+        let mut needed_lines: Vec<String> = plan
+            .needed_lines
+            .iter()
+            .map(|&l| sh.index.line_text[l as usize].clone())
             .collect();
-        let mut needed_lines = recipe_lines.to_list();
         needed_lines.sort();
+        Setup {
+            observation: self.render(&goal, &shown),
+            goal,
+            depth,
+            needed_lines,
+        }
+    }
+
+    /// Draws the episode of `seed` and starts it; returns the goal, its depth and the line
+    /// ids shown.
+    fn start(&mut self, seed: u64) -> (String, u32, Vec<u32>) {
+        let sh = &self.shared;
+        let k = (seed % sh.candidates.len() as u64) as usize;
+        let (goal, depth) = sh.candidates[k].clone();
+        let plan = sh.plans[k].get_or_init(|| sh.index.goal_plan(&goal));
+        let draw = sh.index.draw(plan, seed);
         self.episode = Some(Episode {
             seed,
             goal: goal.clone(),
             inventory: Vec::new(),
             moves: 0,
             solved: false,
-            needed,
+            candidate: k,
         });
-        Setup {
-            goal,
-            depth,
-            needed_lines,
-            observation,
-        }
+        (goal, depth, draw.shown)
     }
 
-    /// `create_recipe_set`: the recipe list `traverse_recipe_tree` returns for the goal (with
-    /// Python's repetitions) and the distractors drawn for it.
-    fn recipe_set(&self, goal: &str, rng: &mut PyRandom) -> (Vec<RecipeId>, Vec<RecipeId>) {
-        let tree = &self.shared.tree;
-        let mut live: HashMap<ListKey, Vec<RecipeId>> = HashMap::new();
-        let recipes = match self.traverse(goal, &HashSet::new(), &mut live) {
-            Some(key) => live.remove(&key).unwrap_or_default(),
-            None => Vec::new(),
-        };
-        let mut distractors = Vec::new();
-        for &r in &recipes {
-            for input in &tree.recipes[r].inputs {
-                if let Some(uses) = tree.item_uses.get(input.item.name()) {
-                    distractors.extend(rng.sample(uses, uses.len().min(10)));
-                }
+    /// `"Crafting commands:\n" + lines + "\n\nGoal: craft <name>."`
+    fn render(&self, goal: &str, shown: &[u32]) -> String {
+        let index = &self.shared.index;
+        let mut obs = String::from("Crafting commands:\n");
+        for (k, &l) in shown.iter().enumerate() {
+            if k > 0 {
+                obs.push('\n');
             }
+            obs.push_str(&index.line_text[l as usize]);
         }
-        (recipes, distractors)
-    }
-
-    /// `traverse_recipe_tree`, simulating its extension of the live lists on `live`.
-    fn traverse(
-        &self,
-        name: &str,
-        visited: &HashSet<String>,
-        live: &mut HashMap<ListKey, Vec<RecipeId>>,
-    ) -> Option<ListKey> {
-        if visited.contains(name) {
-            return None;
-        }
-        let tree = &self.shared.tree;
-        let (key, pristine) = if let Some(l) = tree.itemid_recipes.get(name) {
-            (ListKey::Item(name.to_owned()), l)
-        } else if let Some(l) = tree.tag_recipes.get(name) {
-            (ListKey::Tag(name.to_owned()), l)
-        } else {
-            return None;
-        };
-        live.entry(key.clone()).or_insert_with(|| pristine.clone());
-        let mut i = 0;
-        while i < live[&key].len() {
-            let rid = live[&key][i];
-            let mut inner = visited.clone();
-            for input in &tree.recipes[rid].inputs {
-                inner.insert(name.to_owned());
-                if let Some(sub) = self.traverse(input.item.name(), &inner, live) {
-                    let extension = live[&sub].clone();
-                    live.get_mut(&key).expect("present").extend(extension);
-                }
-            }
-            i += 1;
-        }
-        Some(key)
+        obs.push_str("\n\nGoal: craft ");
+        obs.push_str(&display_name(goal));
+        obs.push('.');
+        obs
     }
 
     /// The expert plan for the current goal (see [`solve`]).
     pub fn plan(&self) -> Result<Plan> {
         let ep = self.episode()?;
-        solve(&self.shared.tree, &ep.goal, &ep.needed)
+        let plan = self.shared.plans[ep.candidate]
+            .get()
+            .expect("planned by start");
+        solve(&self.shared.tree, &ep.goal, &plan.tree_recipes)
     }
 
     fn episode(&self) -> Result<&Episode> {
@@ -425,12 +381,6 @@ impl TextCraft {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum ListKey {
-    Item(String),
-    Tag(String),
-}
-
 /// An `ActionFailed` message.
 struct Failed(String);
 
@@ -520,10 +470,10 @@ impl Env for TextCraft {
                 "textcraft task `{task}`: the task name must be `craft` (the index is the seed)"
             )));
         }
-        let setup = self.reset_seed(task.index);
+        let (goal, _, shown) = self.start(task.index);
         Ok(Reset {
-            observation: setup.observation,
-            description: format!("craft {}", display_name(&setup.goal)),
+            observation: self.render(&goal, &shown),
+            description: format!("craft {}", display_name(&goal)),
         })
     }
 

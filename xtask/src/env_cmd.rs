@@ -1,0 +1,183 @@
+//! `cargo xtask setup` and `cargo xtask env …`: fetch assets, play an environment.
+//!
+//! The JSON printed by `env` is read by external checks; keep its shape stable:
+//! `{"env", "task", "steps": [{"action": null|str, "observation", "reward", "done"}], "score",
+//! "done"}` plus descriptive keys (`seed`/`variation`, `goal`, `description`).
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde_json::{Value, json};
+
+use hier_envs::assets::{self, Assets};
+use hier_envs::scienceworld::{Config, ScienceWorld};
+use hier_envs::textcraft::{TextCraft, display_name};
+use hier_envs::{Env, Task};
+
+#[derive(Args, Debug)]
+pub struct EnvArgs {
+    /// textcraft | scienceworld
+    env: String,
+    /// TextCraft: the seed (the goal is the seed-th candidate, modulo 419).
+    #[arg(long, conflicts_with = "goal")]
+    seed: Option<u64>,
+    /// TextCraft: the goal item (`cyan banner` or `minecraft:cyan_banner`).
+    #[arg(long)]
+    goal: Option<String>,
+    /// ScienceWorld: the task name (`boil`, …).
+    #[arg(long)]
+    task: Option<String>,
+    /// ScienceWorld: the variation index.
+    #[arg(long, default_value_t = 0)]
+    variation: u64,
+    /// Actions separated by `;`.
+    #[arg(long, conflicts_with = "gold")]
+    actions: Option<String>,
+    /// Play the expert / gold action sequence.
+    #[arg(long)]
+    gold: bool,
+}
+
+pub fn setup() -> Result<()> {
+    let a = Assets::locate()?;
+    for wheel in assets::ALL {
+        let dir = a
+            .ensure(wheel)
+            .with_context(|| format!("setting up {}", wheel.requirement))?;
+        println!("{:<22} {}", wheel.requirement, dir.display());
+    }
+    match assets::find_java() {
+        Ok(java) => println!("{:<22} {}", "java", java.display()),
+        Err(e) => eprintln!("warning: {e}"),
+    }
+    Ok(())
+}
+
+pub fn run(args: &EnvArgs) -> Result<()> {
+    let out = match args.env.as_str() {
+        "textcraft" => textcraft(args)?,
+        "scienceworld" => scienceworld(args)?,
+        other => bail!("unknown environment `{other}`: expected textcraft or scienceworld"),
+    };
+    println!("{}", serde_json::to_string(&out)?);
+    Ok(())
+}
+
+fn split_actions(s: &str) -> Vec<String> {
+    s.split(';')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Resets, plays `actions` until done, and renders the episode.
+fn play(
+    env: &mut dyn Env,
+    task: &Task,
+    actions: Option<Vec<String>>,
+    gold: bool,
+    mut head: serde_json::Map<String, Value>,
+) -> Result<Value> {
+    let reset = env
+        .reset(task)
+        .with_context(|| format!("resetting {} to {task}", env.name()))?;
+    let actions = match (actions, gold) {
+        (Some(a), _) => a,
+        (None, true) => env
+            .gold_actions()?
+            .context("this environment has no gold actions")?,
+        (None, false) => Vec::new(),
+    };
+    let mut steps = vec![json!({
+        "action": null, "observation": reset.observation, "reward": 0.0, "done": false
+    })];
+    let (mut score, mut done) = (0.0, false);
+    for (k, a) in actions.iter().enumerate() {
+        if done {
+            eprintln!(
+                "note: the episode ended; {} action(s) not played",
+                actions.len() - k
+            );
+            break;
+        }
+        let s = env
+            .step(a)
+            .with_context(|| format!("step {} `{a}`", k + 1))?;
+        steps.push(json!({
+            "action": a, "observation": s.observation, "reward": s.reward, "done": s.done
+        }));
+        score = s.score;
+        done = s.done;
+    }
+    head.insert("description".into(), json!(reset.description));
+    head.insert("steps".into(), json!(steps));
+    head.insert("score".into(), json!(score));
+    head.insert("done".into(), json!(done));
+    Ok(Value::Object(head))
+}
+
+fn textcraft(args: &EnvArgs) -> Result<Value> {
+    if args.task.is_some() {
+        bail!("--task is for scienceworld; textcraft takes --seed or --goal");
+    }
+    let mut env = TextCraft::from_assets().context("loading TextCraft recipes")?;
+    let seed = match &args.goal {
+        None => args.seed.unwrap_or(0),
+        Some(g) => {
+            let id = if g.starts_with("minecraft:") {
+                g.clone()
+            } else {
+                format!("minecraft:{}", g.replace(' ', "_"))
+            };
+            env.candidates()
+                .iter()
+                .position(|(c, _)| *c == id)
+                .with_context(|| {
+                    format!(
+                        "`{g}` is not a TextCraft goal (goals are craftable items of depth ≥ 2; \
+                         e.g. `{}`)",
+                        display_name(&env.candidates()[0].0)
+                    )
+                })? as u64
+        }
+    };
+    let task = Task::new("craft", seed);
+    let goal = env.goal_of(seed).to_owned();
+    let mut head = serde_json::Map::new();
+    head.insert("env".into(), json!("textcraft"));
+    head.insert("task".into(), json!("craft"));
+    head.insert("seed".into(), json!(seed));
+    head.insert("goal".into(), json!(goal));
+    play(
+        &mut env,
+        &task,
+        args.actions.as_deref().map(split_actions),
+        args.gold,
+        head,
+    )
+}
+
+fn scienceworld(args: &EnvArgs) -> Result<Value> {
+    if args.seed.is_some() || args.goal.is_some() {
+        bail!("--seed/--goal are for textcraft; scienceworld takes --task and --variation");
+    }
+    let name = args
+        .task
+        .clone()
+        .context("scienceworld needs --task <name> (e.g. boil)")?;
+    let mut config = Config::from_assets()?;
+    config.gold_paths = args.gold;
+    let mut env = ScienceWorld::new(config)?;
+    let task = Task::new(name.clone(), args.variation);
+    let mut head = serde_json::Map::new();
+    head.insert("env".into(), json!("scienceworld"));
+    head.insert("task".into(), json!(name));
+    head.insert("variation".into(), json!(args.variation));
+    play(
+        &mut env,
+        &task,
+        args.actions.as_deref().map(split_actions),
+        args.gold,
+        head,
+    )
+}
