@@ -45,6 +45,22 @@ fn boil_variation_0_gold_path_reaches_score_1() {
 #[test]
 fn invalid_action_and_failure_state() {
     let mut env = pool().env();
+    let err = env.reset(&Task::new("boiling", 0)).unwrap_err().to_string();
+    assert!(
+        err.contains("unknown ScienceWorld task `boiling`") && err.contains("boil,"),
+        "{err}"
+    );
+    let err = env
+        .reset(&Task::new("boil", 99_999))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("has 30 variations (0–29)"), "{err}");
+    // Past our checks, the simulator throws; its exception's text is reported.
+    let err = env
+        .load(&Task::new("boil", 99_999), true)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("Java exception: java."), "{err}");
     env.reset(&Task::new("boil", 0)).unwrap();
     let s = env.step("fly to the moon").unwrap();
     assert!(s.info.invalid, "{}", s.observation);

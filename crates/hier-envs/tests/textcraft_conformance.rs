@@ -244,3 +244,41 @@ fn step_before_reset_is_an_error() {
     let err = env.reset(&Task::new("boil", 0)).unwrap_err().to_string();
     assert!(err.contains("must be `craft`"), "{err}");
 }
+
+#[test]
+fn malformed_recipe_file_is_named_in_the_error() {
+    let dir = std::env::temp_dir().join(format!("hier-textcraft-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("a_good.json"),
+        r#"{"type": "minecraft:crafting_shapeless", "ingredients": [{"item": "minecraft:a"}], "result": {"item": "minecraft:b"}}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("b_bad.json"), "{\"type\": ").unwrap();
+    let err = TextCraft::load(&dir).unwrap_err().to_string();
+    assert!(
+        err.contains("b_bad.json") && err.contains("invalid JSON"),
+        "{err}"
+    );
+    std::fs::write(
+        dir.join("b_bad.json"),
+        r##"{"type": "minecraft:crafting_shaped", "pattern": ["X"], "key": {"X": {"count": 2}}, "result": "minecraft:c"}"##,
+    )
+    .unwrap();
+    let err = TextCraft::load(&dir).unwrap_err().to_string();
+    assert!(
+        err.contains("b_bad.json") && err.contains("neither `item` nor `tag`"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn step_limit_truncates_episodes() {
+    let mut env = env().with_step_limit(Some(3));
+    env.reset(&Task::new("craft", 0)).unwrap();
+    assert!(!env.step("inventory").unwrap().done);
+    assert!(!env.step("inventory").unwrap().done);
+    let s = env.step("inventory").unwrap();
+    assert!(s.done && s.info.truncated && s.reward == 0.0);
+}

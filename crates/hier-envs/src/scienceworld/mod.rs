@@ -504,6 +504,23 @@ impl Env for ScienceWorld {
     }
 
     fn reset(&mut self, task: &Task) -> Result<Reset> {
+        if !self.splits.tasks.iter().any(|t| t.name == task.name) {
+            let names: Vec<&str> = self.splits.tasks.iter().map(|t| t.name.as_str()).collect();
+            return Err(EnvError::InvalidArgument(format!(
+                "unknown ScienceWorld task `{}`; the tasks are: {}",
+                task.name,
+                names.join(", ")
+            )));
+        }
+        let variations = self.splits.variation_count(&task.name);
+        if task.index >= variations {
+            return Err(EnvError::InvalidArgument(format!(
+                "ScienceWorld task `{}` has {variations} variations (0–{}); {} is out of range",
+                task.name,
+                variations.saturating_sub(1),
+                task.index
+            )));
+        }
         let step_limit = self
             .splits
             .step_limit(&task.name)

@@ -174,10 +174,31 @@ impl Connection {
         let started = Instant::now();
         let result = self.roundtrip_inner(cmd, timeout);
         match result {
-            Ok(line) => decode_reply(&line).map_err(|e| match e {
-                EnvError::Protocol(m) => EnvError::Protocol(format!("{}: {m}", what())),
-                other => other,
-            }),
+            Ok(line) => {
+                // An exception thrown by the method comes back as a reference: ask it for
+                // its text (one more round trip) so the error says what happened.
+                if let Some(obj) = line.strip_prefix("!xr") {
+                    let obj = obj.to_owned();
+                    let text =
+                        match self.roundtrip_inner(&format!("c\n{obj}\ntoString\ne\n"), timeout) {
+                            Ok(reply) => match decode_reply(&reply) {
+                                Ok(Value::Str(s)) => s,
+                                _ => obj.clone(),
+                            },
+                            Err(_) => obj.clone(),
+                        };
+                    let _ = self.roundtrip_inner(&format!("m\nd\n{obj}\ne\n"), timeout);
+                    return Err(EnvError::Protocol(format!(
+                        "{}: Java exception: {}",
+                        what(),
+                        truncate(&text, 500)
+                    )));
+                }
+                decode_reply(&line).map_err(|e| match e {
+                    EnvError::Protocol(m) => EnvError::Protocol(format!("{}: {m}", what())),
+                    other => other,
+                })
+            }
             Err(e) => {
                 self.poisoned = true;
                 Err(match e.kind() {

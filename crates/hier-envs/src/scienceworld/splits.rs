@@ -143,6 +143,22 @@ impl Splits {
             .and_then(|t| t.step_limit)
     }
 
+    /// Number of variations of a task (train + dev + test), 0 for an unknown task.
+    pub fn variation_count(&self, task: &str) -> u64 {
+        self.tasks
+            .iter()
+            .find(|t| t.name == task)
+            .map(|t| {
+                t.train
+                    .iter()
+                    .chain(&t.dev)
+                    .chain(&t.test)
+                    .map(|[a, b]| (b - a) as u64)
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
     /// Tasks of a protocol split, task by task in simulator order.
     pub fn tasks(&self, split: Split) -> Vec<Task> {
         let mut out = Vec::new();
