@@ -52,12 +52,17 @@ pub fn setup() -> Result<()> {
     Ok(())
 }
 
+/// An environment ready to play a task, and the leading keys of the JSON.
+type Prepared = (Box<dyn Env>, Task, serde_json::Map<String, Value>);
+
 pub fn run(args: &EnvArgs) -> Result<()> {
-    let out = match args.env.as_str() {
+    let (mut env, task, head) = match args.env.as_str() {
         "textcraft" => textcraft(args)?,
         "scienceworld" => scienceworld(args)?,
         other => bail!("unknown environment `{other}`: expected textcraft or scienceworld"),
     };
+    let actions = args.actions.as_deref().map(split_actions);
+    let out = play(env.as_mut(), &task, actions, args.gold, head)?;
     println!("{}", serde_json::to_string(&out)?);
     Ok(())
 }
@@ -116,11 +121,11 @@ fn play(
     Ok(Value::Object(head))
 }
 
-fn textcraft(args: &EnvArgs) -> Result<Value> {
+fn textcraft(args: &EnvArgs) -> Result<Prepared> {
     if args.task.is_some() {
         bail!("--task is for scienceworld; textcraft takes --seed or --goal");
     }
-    let mut env = TextCraft::from_assets().context("loading TextCraft recipes")?;
+    let env = TextCraft::from_assets().context("loading TextCraft recipes")?;
     let seed = match &args.goal {
         None => args.seed.unwrap_or(0),
         Some(g) => {
@@ -148,16 +153,10 @@ fn textcraft(args: &EnvArgs) -> Result<Value> {
     head.insert("task".into(), json!("craft"));
     head.insert("seed".into(), json!(seed));
     head.insert("goal".into(), json!(goal));
-    play(
-        &mut env,
-        &task,
-        args.actions.as_deref().map(split_actions),
-        args.gold,
-        head,
-    )
+    Ok((Box::new(env), task, head))
 }
 
-fn scienceworld(args: &EnvArgs) -> Result<Value> {
+fn scienceworld(args: &EnvArgs) -> Result<Prepared> {
     if args.seed.is_some() || args.goal.is_some() {
         bail!("--seed/--goal are for textcraft; scienceworld takes --task and --variation");
     }
@@ -167,17 +166,11 @@ fn scienceworld(args: &EnvArgs) -> Result<Value> {
         .context("scienceworld needs --task <name> (e.g. boil)")?;
     let mut config = Config::from_assets()?;
     config.gold_paths = args.gold;
-    let mut env = ScienceWorld::new(config)?;
+    let env = ScienceWorld::new(config)?;
     let task = Task::new(name.clone(), args.variation);
     let mut head = serde_json::Map::new();
     head.insert("env".into(), json!("scienceworld"));
     head.insert("task".into(), json!(name));
     head.insert("variation".into(), json!(args.variation));
-    play(
-        &mut env,
-        &task,
-        args.actions.as_deref().map(split_actions),
-        args.gold,
-        head,
-    )
+    Ok((Box::new(env), task, head))
 }

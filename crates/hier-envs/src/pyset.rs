@@ -69,6 +69,32 @@ fn siphash13(k0: u64, k1: u64, src: &[u8]) -> u64 {
     (v0 ^ v1) ^ (v2 ^ v3)
 }
 
+/// Walks CPython's probe sequence for `hash` (slot `hash & mask`, the following
+/// `LINEAR_PROBES` slots when they fit, then `perturb >>= 5; i = 5i + 1 + perturb`) until
+/// `visit` answers.
+fn probe<R>(hash: i64, mask: usize, mut visit: impl FnMut(usize) -> Option<R>) -> R {
+    let mut perturb = hash as u64;
+    let mut i = (hash as u64 as usize) & mask;
+    loop {
+        let probes = if i + LINEAR_PROBES <= mask {
+            LINEAR_PROBES
+        } else {
+            0
+        };
+        for slot in i..=i + probes {
+            if let Some(r) = visit(slot) {
+                return r;
+            }
+        }
+        perturb >>= PERTURB_SHIFT;
+        i = (i
+            .wrapping_mul(5)
+            .wrapping_add(1)
+            .wrapping_add(perturb as usize))
+            & mask;
+    }
+}
+
 /// An insertion-only set that iterates in CPython's order, for keys whose Python hash is
 /// known (`K` equal ⇔ the Python objects are equal).
 #[derive(Clone, Debug)]
@@ -121,33 +147,13 @@ impl<K: PartialEq + Clone> PySet<K> {
 
     /// The slot holding `key`, or the first free slot of its probe sequence.
     fn find(&self, key: &K, hash: i64) -> Result<usize, usize> {
-        let mask = self.table.len() - 1;
-        let mut perturb = hash as u64;
-        let mut i = (hash as u64 as usize) & mask;
-        loop {
-            let probes = if i + LINEAR_PROBES <= mask {
-                LINEAR_PROBES
-            } else {
-                0
-            };
-            for slot in i..=i + probes {
-                match self.table[slot] {
-                    None => return Err(slot),
-                    Some(k) => {
-                        let (item, h) = &self.items[k as usize];
-                        if *h == hash && item == key {
-                            return Ok(slot);
-                        }
-                    }
-                }
+        probe(hash, self.table.len() - 1, |slot| match self.table[slot] {
+            None => Some(Err(slot)),
+            Some(k) => {
+                let (item, h) = &self.items[k as usize];
+                (*h == hash && item == key).then_some(Ok(slot))
             }
-            perturb >>= PERTURB_SHIFT;
-            i = (i
-                .wrapping_mul(5)
-                .wrapping_add(1)
-                .wrapping_add(perturb as usize))
-                & mask;
-        }
+        })
     }
 
     /// Rebuilds the table at the smallest power of two above `min_used`, re-inserting in
@@ -158,30 +164,12 @@ impl<K: PartialEq + Clone> PySet<K> {
             size <<= 1;
         }
         let old = std::mem::replace(&mut self.table, vec![None; size]);
-        let mask = size - 1;
         for k in old.into_iter().flatten() {
             let hash = self.items[k as usize].1;
-            let mut perturb = hash as u64;
-            let mut i = (hash as u64 as usize) & mask;
-            'probe: loop {
-                let probes = if i + LINEAR_PROBES <= mask {
-                    LINEAR_PROBES
-                } else {
-                    0
-                };
-                for slot in i..=i + probes {
-                    if self.table[slot].is_none() {
-                        self.table[slot] = Some(k);
-                        break 'probe;
-                    }
-                }
-                perturb >>= PERTURB_SHIFT;
-                i = (i
-                    .wrapping_mul(5)
-                    .wrapping_add(1)
-                    .wrapping_add(perturb as usize))
-                    & mask;
-            }
+            let slot = probe(hash, size - 1, |slot| {
+                self.table[slot].is_none().then_some(slot)
+            });
+            self.table[slot] = Some(k);
         }
     }
 
