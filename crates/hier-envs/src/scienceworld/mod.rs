@@ -425,22 +425,17 @@ impl ScienceWorld {
                 let host = Arc::clone(&self.host);
                 let _serial = host.calls.lock().unwrap_or_else(|e| e.into_inner());
                 let session = self.session.as_mut().expect("connected by call");
-                let n = match session.conn.call(&id, "size", &[], timeout)? {
-                    Value::Int(n) => n,
-                    other => return Err(EnvError::Protocol(format!("size returned {other:?}"))),
-                };
-                let mut out = Vec::with_capacity(n as usize);
-                for k in 0..n {
-                    match session
-                        .conn
-                        .call(&id, "get", &[Arg::Int(k as i32)], timeout)?
-                    {
-                        Value::Int(v) => out.push(v),
-                        other => return Err(EnvError::Protocol(format!("get returned {other:?}"))),
-                    }
-                }
-                session.conn.release(&id, timeout)?;
-                Ok(out)
+                session
+                    .conn
+                    .list(&id, timeout)?
+                    .into_iter()
+                    .map(|v| match v {
+                        Value::Int(v) => Ok(v),
+                        other => Err(EnvError::Protocol(format!(
+                            "{method}: element {other:?}, expected an integer"
+                        ))),
+                    })
+                    .collect()
             }
             other => Err(EnvError::Protocol(format!("{method} returned {other:?}"))),
         }

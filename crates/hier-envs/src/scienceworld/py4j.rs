@@ -91,8 +91,9 @@ impl Connection {
         }
     }
 
-    /// Reads a `List<String>` reference and releases it.
-    pub fn string_list(&mut self, list: &str, timeout: Duration) -> Result<Vec<String>> {
+    /// Reads a `java.util.List` reference element by element (`size`, then `get` per
+    /// element) and releases it.
+    pub fn list(&mut self, list: &str, timeout: Duration) -> Result<Vec<Value>> {
         let n = match self.call(list, "size", &[], timeout)? {
             Value::Int(n) => n,
             other => {
@@ -103,17 +104,24 @@ impl Connection {
         };
         let mut out = Vec::with_capacity(n.max(0) as usize);
         for k in 0..n {
-            match self.call(list, "get", &[Arg::Int(k as i32)], timeout)? {
-                Value::Str(s) => out.push(s),
-                other => {
-                    return Err(EnvError::Protocol(format!(
-                        "List.get({k}) returned {other:?}, expected a string"
-                    )));
-                }
-            }
+            out.push(self.call(list, "get", &[Arg::Int(k as i32)], timeout)?);
         }
         self.release(list, timeout)?;
         Ok(out)
+    }
+
+    /// Reads a `List<String>` reference element by element and releases it.
+    pub fn string_list(&mut self, list: &str, timeout: Duration) -> Result<Vec<String>> {
+        self.list(list, timeout)?
+            .into_iter()
+            .enumerate()
+            .map(|(k, v)| match v {
+                Value::Str(s) => Ok(s),
+                other => Err(EnvError::Protocol(format!(
+                    "List.get({k}) returned {other:?}, expected a string"
+                ))),
+            })
+            .collect()
     }
 
     /// Reads a `List<String>` reference in three round trips — `size`, then

@@ -12,7 +12,7 @@
 //! Action order: all `get`s (in order of first use), then the crafts bottom-up, each
 //! intermediate item crafted as many times as needed right before its first consumer.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use indexmap::IndexMap;
 
@@ -37,7 +37,7 @@ pub struct Plan {
 }
 
 /// A choice point: which recipe for an item, or which member for a tag.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Point {
     Recipe(String),
     Member(String),
@@ -46,9 +46,9 @@ enum Point {
 /// Shortest plan for `goal` using only recipes in `allowed` (the observation's lines).
 pub fn solve(tree: &CraftingTree, goal: &str, allowed: &[RecipeId]) -> Result<Plan> {
     let search = Search::new(tree, allowed);
-    let mut best: Option<(usize, HashMap<Point, usize>)> = None;
+    let mut best: Option<(usize, BTreeMap<Point, usize>)> = None;
     let mut evaluated = 0usize;
-    let mut stack: Vec<HashMap<Point, usize>> = vec![HashMap::new()];
+    let mut stack: Vec<BTreeMap<Point, usize>> = vec![BTreeMap::new()];
     while let Some(choices) = stack.pop() {
         if evaluated >= SEARCH_BUDGET {
             break;
@@ -80,7 +80,7 @@ pub fn solve(tree: &CraftingTree, goal: &str, allowed: &[RecipeId]) -> Result<Pl
         // Coordinate descent from the best enumerated plan.
         loop {
             let mut improved = false;
-            let points: Vec<(Point, usize)> = search.points(goal, &choices);
+            let points: Vec<(Point, usize)> = search.points(&choices);
             for (point, n) in points {
                 for k in 0..n {
                     let mut next = choices.clone();
@@ -167,7 +167,7 @@ impl<'a> Search<'a> {
     fn expand(
         &self,
         goal: &str,
-        choices: &HashMap<Point, usize>,
+        choices: &BTreeMap<Point, usize>,
     ) -> std::result::Result<Option<Expansion>, (Point, usize)> {
         let mut ex = Expansion {
             order: Vec::new(),
@@ -185,7 +185,7 @@ impl<'a> Search<'a> {
     fn visit(
         &self,
         item: &str,
-        choices: &HashMap<Point, usize>,
+        choices: &BTreeMap<Point, usize>,
         ex: &mut Expansion,
         state: &mut HashMap<String, bool>,
     ) -> std::result::Result<bool, (Point, usize)> {
@@ -260,7 +260,7 @@ impl<'a> Search<'a> {
         (crafts, gets)
     }
 
-    fn evaluate(&self, goal: &str, choices: &HashMap<Point, usize>) -> Outcome {
+    fn evaluate(&self, goal: &str, choices: &BTreeMap<Point, usize>) -> Outcome {
         match self.expand(goal, choices) {
             Err((p, n)) => Outcome::Open(p, n),
             Ok(None) => Outcome::Infeasible,
@@ -271,23 +271,21 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// The choice points a complete assignment uses, with their option counts.
-    fn points(&self, goal: &str, choices: &HashMap<Point, usize>) -> Vec<(Point, usize)> {
-        let mut out = Vec::new();
-        for point in choices.keys() {
-            let n = match point {
-                Point::Recipe(item) => self.options.get(item.as_str()).map_or(0, Vec::len),
-                Point::Member(tag) => self.members(tag).len(),
-            };
-            out.push((point.clone(), n));
-        }
-        // HashMap order is random: sort for determinism.
-        out.sort_by(|a, b| format!("{:?}", a.0).cmp(&format!("{:?}", b.0)));
-        let _ = goal;
-        out
+    /// The choice points of an assignment (in a fixed order), with their option counts.
+    fn points(&self, choices: &BTreeMap<Point, usize>) -> Vec<(Point, usize)> {
+        choices
+            .keys()
+            .map(|point| {
+                let n = match point {
+                    Point::Recipe(item) => self.options.get(item.as_str()).map_or(0, Vec::len),
+                    Point::Member(tag) => self.members(tag).len(),
+                };
+                (point.clone(), n)
+            })
+            .collect()
     }
 
-    fn plan(&self, goal: &str, choices: &HashMap<Point, usize>) -> Plan {
+    fn plan(&self, goal: &str, choices: &BTreeMap<Point, usize>) -> Plan {
         let ex = match self.expand(goal, choices) {
             Ok(Some(ex)) => ex,
             _ => unreachable!("the chosen assignment was evaluated as complete"),
