@@ -30,6 +30,19 @@ fn jsonl(name: &str) -> Vec<Value> {
         .collect()
 }
 
+fn meta() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture("meta.json")).unwrap()).unwrap()
+}
+
+/// A JSON array of strings.
+fn strs(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect()
+}
+
 fn env() -> TextCraft {
     static ENV: OnceLock<TextCraft> = OnceLock::new();
     ENV.get_or_init(|| TextCraft::from_assets().expect("TextCraft recipes (cargo xtask setup)"))
@@ -38,8 +51,7 @@ fn env() -> TextCraft {
 
 #[test]
 fn recipe_graph_matches_python() {
-    let meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("meta.json")).unwrap()).unwrap();
+    let meta = meta();
     let env = env();
     assert_eq!(
         env.tree().itemid_recipes.len() as u64,
@@ -61,8 +73,7 @@ fn recipe_graph_matches_python() {
 
 #[test]
 fn python_hash_and_set_order() {
-    let meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("meta.json")).unwrap()).unwrap();
+    let meta = meta();
     for (s, h) in meta["str_hashes"].as_object().unwrap() {
         assert_eq!(py_str_hash(s), h.as_i64().unwrap(), "hash({s:?})");
     }
@@ -71,12 +82,7 @@ fn python_hash_and_set_order() {
         for s in case["inserted"].as_array().unwrap() {
             set.insert(s.as_str().unwrap());
         }
-        let want: Vec<&str> = case["iteration"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s.as_str().unwrap())
-            .collect();
+        let want = strs(&case["iteration"]);
         assert_eq!(set.to_list(), want);
     }
 }
@@ -95,12 +101,7 @@ fn goals_and_reset_observations_match_python_for_seeds_0_to_199() {
             g["depth"].as_u64().unwrap(),
             "seed {seed}: depth"
         );
-        let needed: Vec<&str> = g["needed"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s.as_str().unwrap())
-            .collect();
+        let needed = strs(&g["needed"]);
         assert_eq!(
             setup.needed_lines, needed,
             "seed {seed}: needed recipe lines"

@@ -101,6 +101,12 @@ impl Config {
     }
 }
 
+/// Locks a mutex, also after a panic in another holder (the guarded state stays valid: a
+/// JVM slot or the call token).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// One JVM slot of a pool: (re)started on demand.
 #[derive(Debug)]
 struct Host {
@@ -114,7 +120,7 @@ struct Host {
 impl Host {
     /// A fresh connection, starting the JVM if it is not running. Returns the JVM's pid.
     fn connect(&self) -> Result<(Connection, u32)> {
-        let mut slot = self.jvm.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = lock(&self.jvm);
         if let Some(j) = slot.as_mut()
             && !j.is_alive()
         {
@@ -142,7 +148,7 @@ impl Host {
 
     /// Kills the JVM `pid` if it is still the current one (it stopped answering).
     fn kill(&self, pid: u32) {
-        let mut slot = self.jvm.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = lock(&self.jvm);
         if slot.as_ref().is_some_and(|j| j.pid() == pid)
             && let Some(mut j) = slot.take()
         {
@@ -152,7 +158,7 @@ impl Host {
 
     /// Why the JVM `pid` is gone, with its last output, for error messages.
     fn diagnose(&self, pid: u32) -> String {
-        let mut slot = self.jvm.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = lock(&self.jvm);
         match slot.as_mut() {
             Some(j) if j.pid() == pid => {
                 if j.is_alive() {
@@ -283,7 +289,7 @@ impl ScienceWorld {
             let (mut conn, pid) = self.host.connect()?;
             let timeout = self.config().call_timeout;
             let object = conn.construct(INTERFACE_CLASS, timeout)?;
-            // (called with `calls` held by `call`)
+            // (called with the JVM's `calls` lock held, by `with_connection`)
             self.session = Some(Session { conn, object, pid });
         }
         Ok(self.session.as_mut().expect("set above"))
@@ -292,14 +298,26 @@ impl ScienceWorld {
     /// Calls a method of this environment's simulator object, mapping transport failures to
     /// a lost episode.
     fn call(&mut self, method: &str, args: &[Arg<'_>], timeout: Option<Duration>) -> Result<Value> {
+        self.with_connection(timeout, |conn, object, t| {
+            conn.call(object, method, args, t)
+        })
+    }
+
+    /// Runs `f` on this environment's connection (and simulator object) with the JVM's call
+    /// lock held. Every exchange with the JVM goes through here, so a transport failure
+    /// always loses the episode, and a JVM that stopped answering is always killed.
+    fn with_connection<T>(
+        &mut self,
+        timeout: Option<Duration>,
+        f: impl FnOnce(&mut Connection, &str, Duration) -> Result<T>,
+    ) -> Result<T> {
         let timeout = timeout.unwrap_or(self.config().call_timeout);
         let host = Arc::clone(&self.host);
-        let _serial = host.calls.lock().unwrap_or_else(|e| e.into_inner());
+        let serial = lock(&host.calls);
         let session = self.ensure_session()?;
         let pid = session.pid;
-        let target = session.object.clone();
-        let reply = session.conn.call(&target, method, args, timeout);
-        drop(_serial);
+        let reply = f(&mut session.conn, &session.object, timeout);
+        drop(serial);
         match reply {
             Ok(v) => Ok(v),
             Err(e @ (EnvError::Crashed(_) | EnvError::Timeout { .. })) => {
@@ -322,6 +340,16 @@ impl ScienceWorld {
         }
     }
 
+    /// Calls a method returning a `java.util.List` and gives the list's id.
+    fn call_for_list(&mut self, method: &str, args: &[Arg<'_>]) -> Result<String> {
+        match self.call(method, args, None)? {
+            Value::List(id) => Ok(id),
+            other => Err(EnvError::Protocol(format!(
+                "{method} returned {other:?}, expected a list"
+            ))),
+        }
+    }
+
     fn call_str(&mut self, method: &str, args: &[Arg<'_>]) -> Result<String> {
         match self.call(method, args, None)? {
             Value::Str(s) => Ok(s),
@@ -332,18 +360,8 @@ impl ScienceWorld {
     }
 
     fn call_list(&mut self, method: &str, args: &[Arg<'_>]) -> Result<Vec<String>> {
-        match self.call(method, args, None)? {
-            Value::List(id) => {
-                let timeout = self.config().call_timeout;
-                let host = Arc::clone(&self.host);
-                let _serial = host.calls.lock().unwrap_or_else(|e| e.into_inner());
-                let session = self.session.as_mut().expect("connected by call");
-                session.conn.string_list_joined(&id, timeout)
-            }
-            other => Err(EnvError::Protocol(format!(
-                "{method} returned {other:?}, expected a list"
-            ))),
-        }
+        let id = self.call_for_list(method, args)?;
+        self.with_connection(None, |conn, _, t| conn.string_list_joined(&id, t))
     }
 
     /// Score, completion and moves as the simulator reports them.
@@ -419,26 +437,16 @@ impl ScienceWorld {
             }
         };
         // A `List<Integer>`: read it element by element.
-        match self.call(method, &[], None)? {
-            Value::List(id) => {
-                let timeout = self.config().call_timeout;
-                let host = Arc::clone(&self.host);
-                let _serial = host.calls.lock().unwrap_or_else(|e| e.into_inner());
-                let session = self.session.as_mut().expect("connected by call");
-                session
-                    .conn
-                    .list(&id, timeout)?
-                    .into_iter()
-                    .map(|v| match v {
-                        Value::Int(v) => Ok(v),
-                        other => Err(EnvError::Protocol(format!(
-                            "{method}: element {other:?}, expected an integer"
-                        ))),
-                    })
-                    .collect()
-            }
-            other => Err(EnvError::Protocol(format!("{method} returned {other:?}"))),
-        }
+        let id = self.call_for_list(method, &[])?;
+        self.with_connection(None, |conn, _, t| conn.list(&id, t))?
+            .into_iter()
+            .map(|v| match v {
+                Value::Int(v) => Ok(v),
+                other => Err(EnvError::Protocol(format!(
+                    "{method}: element {other:?}, expected an integer"
+                ))),
+            })
+            .collect()
     }
 
     /// `getValidActionObjectCombinations` (the list variant the Python wrapper calls every

@@ -115,6 +115,8 @@ struct Search<'a> {
     tree: &'a CraftingTree,
     /// Item → its allowed recipes, in table order.
     options: HashMap<&'a str, Vec<RecipeId>>,
+    /// Tag → its obtainable member items, in table order.
+    members: HashMap<&'a str, Vec<&'a str>>,
 }
 
 /// One node of the chosen recipe graph.
@@ -141,7 +143,19 @@ impl<'a> Search<'a> {
                 options.insert(item.as_str(), ok);
             }
         }
-        Self { tree, options }
+        let mut search = Self {
+            tree,
+            options,
+            members: HashMap::new(),
+        };
+        let mut members: HashMap<&'a str, Vec<&'a str>> = HashMap::new();
+        for (id, tag) in &tree.item_id_to_tag {
+            if search.obtainable(id) {
+                members.entry(tag.as_str()).or_default().push(id.as_str());
+            }
+        }
+        search.members = members;
+        search
     }
 
     fn gettable(&self, id: &str) -> bool {
@@ -153,14 +167,8 @@ impl<'a> Search<'a> {
     }
 
     /// Members of a tag that can be obtained, in table order.
-    fn members(&self, tag: &str) -> Vec<&'a str> {
-        let tree: &'a CraftingTree = self.tree;
-        tree.item_id_to_tag
-            .iter()
-            .filter(|(_, t)| t.as_str() == tag)
-            .map(|(id, _)| id.as_str())
-            .filter(|m| self.obtainable(m))
-            .collect()
+    fn members(&self, tag: &str) -> &[&'a str] {
+        self.members.get(tag).map_or(&[], Vec::as_slice)
     }
 
     /// Walks the graph the choices define; `Err` carries the first open point.
