@@ -15,11 +15,28 @@ use hier_envs::{Env, Task};
 
 #[derive(Args, Debug)]
 pub struct EnvArgs {
-    /// textcraft | scienceworld
+    /// textcraft | scienceworld | alfworld
     env: String,
-    /// TextCraft: the seed (the goal is the seed-th candidate, modulo 419).
+    /// TextCraft: the seed (the goal is the seed-th candidate, modulo 419). ALFWorld: the
+    /// game index within --split.
     #[arg(long, conflicts_with = "goal")]
     seed: Option<u64>,
+    /// ALFWorld: id | ood | train (generated games, or the official ones under
+    /// $ALFWORLD_DATA when it is set).
+    #[arg(long, default_value = "id")]
+    split: String,
+    /// ALFWorld: play one game file instead (`game.tw-pddl`, or a `.pddl` problem with an
+    /// optional `<stem>.json` sidecar).
+    #[arg(long, conflicts_with = "seed")]
+    game: Option<std::path::PathBuf>,
+    /// ALFWorld: the text grammar, 0.3 (ReAct/ETO wording, default for generated games) or
+    /// 0.4 (alfworld 0.4.2).
+    #[arg(long)]
+    grammar: Option<String>,
+    /// ALFWorld: write the generated game as a PDDL problem (plus `<stem>.json` with the
+    /// task text and spec) to this path and exit.
+    #[arg(long)]
+    export: Option<std::path::PathBuf>,
     /// TextCraft: the goal item (`cyan banner` or `minecraft:cyan_banner`).
     #[arg(long)]
     goal: Option<String>,
@@ -59,7 +76,13 @@ pub fn run(args: &EnvArgs) -> Result<()> {
     let (mut env, task, head) = match args.env.as_str() {
         "textcraft" => textcraft(args)?,
         "scienceworld" => scienceworld(args)?,
-        other => bail!("unknown environment `{other}`: expected textcraft or scienceworld"),
+        "alfworld" => match alfworld(args)? {
+            Some(p) => p,
+            None => return Ok(()),
+        },
+        other => {
+            bail!("unknown environment `{other}`: expected textcraft, scienceworld or alfworld")
+        }
     };
     let actions = args.actions.as_deref().map(split_actions);
     let out = play(env.as_mut(), &task, actions, args.gold, head)?;
@@ -173,4 +196,95 @@ fn scienceworld(args: &EnvArgs) -> Result<Prepared> {
     head.insert("task".into(), json!(name));
     head.insert("variation".into(), json!(args.variation));
     Ok((Box::new(env), task, head))
+}
+
+/// ALFWorld; `None` when `--export` did all there was to do.
+fn alfworld(args: &EnvArgs) -> Result<Option<Prepared>> {
+    use hier_envs::alfworld::AlfWorld;
+    use hier_envs::alfworld::env::Sidecar;
+    use hier_envs::alfworld::generate;
+
+    if args.task.is_some() || args.goal.is_some() {
+        bail!("alfworld takes --split and --seed, or --game <file>");
+    }
+    let grammar = args
+        .grammar
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let mut head = serde_json::Map::new();
+    head.insert("env".into(), json!("alfworld"));
+    let (mut env, task) = match &args.game {
+        Some(path) => {
+            let env = AlfWorld::from_file(path)?;
+            let task = env.tasks(hier_envs::Split::Id)?.remove(0);
+            (env, task)
+        }
+        None => {
+            let split: hier_envs::Split = args.split.parse()?;
+            let env = AlfWorld::locate(&Assets::locate()?)?;
+            let mut tasks = env.tasks(split)?;
+            let k = args.seed.unwrap_or(0);
+            if k as usize >= tasks.len() {
+                bail!(
+                    "{} has {} {} games; --seed {k} is out of range",
+                    env.label(),
+                    tasks.len(),
+                    args.split
+                );
+            }
+            head.insert("split".into(), json!(args.split));
+            head.insert("seed".into(), json!(k));
+            if let hier_envs::alfworld::env::Source::Generated(data) = env.source() {
+                let g = generate::generate(data, split, k).map_err(anyhow::Error::msg)?;
+                head.insert("scene".into(), json!(format!("FloorPlan{}", g.scene)));
+                head.insert("task_type".into(), json!(g.spec.task_type));
+                if let Some(out) = &args.export {
+                    let game = g.game().map_err(anyhow::Error::msg)?;
+                    let engine = hier_envs::alfworld::engine::Engine::new(
+                        std::sync::Arc::new(game),
+                        hier_envs::alfworld::engine::Grammar::V03,
+                    );
+                    let gold = hier_envs::alfworld::expert::plan(&engine, &g.spec)
+                        .map_err(anyhow::Error::msg)?;
+                    let side = Sidecar {
+                        task: g.task.clone(),
+                        spec: Some(g.spec.clone()),
+                        gold: Some(gold),
+                    };
+                    write_file(out, &g.problem)?;
+                    write_file(
+                        &out.with_extension("json"),
+                        &serde_json::to_string_pretty(&side)?,
+                    )?;
+                    println!("{}", out.display());
+                    return Ok(None);
+                }
+            }
+            (env, tasks.swap_remove(k as usize))
+        }
+    };
+    if args.export.is_some() {
+        bail!(
+            "--export writes generated games (--split/--seed), not --game files or official ones"
+        );
+    }
+    if let Some(g) = grammar {
+        env = env.with_grammar(g);
+    }
+    head.insert("source".into(), json!(env.label()));
+    head.insert("task".into(), json!(task.to_string()));
+    Ok(Some((Box::new(env), task, head)))
+}
+
+/// Writes a file whole or not at all (temp file + rename).
+fn write_file(path: &std::path::Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let tmp = path.with_extension("tmp-write");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
 }

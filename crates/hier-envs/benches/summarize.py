@@ -16,7 +16,8 @@ for (fw, mode), v in sorted(runs.items()):
     print(json.dumps({"fw": fw, "mode": mode, "runs": len(v), "median_per_s": med[(fw, mode)],
                       "min": min(v), "max": max(v)}))
 pairs = [("textcraft-reset-fresh", "textcraft-reset-fresh"), ("textcraft-reset", "textcraft-reset-fresh"), ("textcraft-step", "textcraft-step"),
-         ("scienceworld-step", "scienceworld-step"), ("scienceworld-step-only", "scienceworld-step")]
+         ("scienceworld-step", "scienceworld-step"), ("scienceworld-step-only", "scienceworld-step"),
+         ("alfworld-load-reset", "alfworld-load-reset"), ("alfworld-step", "alfworld-step")]
 for ours, theirs in pairs:
     if ("hier", ours) in med and ("python", theirs) in med:
         print(json.dumps({"ratio": f"hier {ours} / python {theirs}",

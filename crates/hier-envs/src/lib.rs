@@ -46,6 +46,7 @@
 pub mod alfworld;
 pub mod assets;
 pub mod error;
+pub mod pyliteral;
 pub mod pyrand;
 pub mod pyset;
 pub mod scienceworld;
@@ -56,7 +57,7 @@ pub use error::{EnvError, Result};
 use serde::{Deserialize, Serialize};
 
 /// Which evaluation protocol a task belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Split {
     /// Tasks agents may learn from (demonstrations, online RL).

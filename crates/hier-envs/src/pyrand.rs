@@ -135,6 +135,18 @@ impl PyRandom {
         }
     }
 
+    /// `random.random()`: 53 random bits in `[0, 1)`.
+    pub fn random(&mut self) -> f64 {
+        let a = (self.next_u32() >> 5) as f64;
+        let b = (self.next_u32() >> 6) as f64;
+        (a * 67_108_864.0 + b) * (1.0 / 9_007_199_254_740_992.0)
+    }
+
+    /// `random.choice(items)`; `None` for an empty slice.
+    pub fn choice<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
+        (!items.is_empty()).then(|| &items[self.randbelow(items.len())])
+    }
+
     /// `random.shuffle(items)`.
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
@@ -227,5 +239,15 @@ mod tests {
         let mut x: Vec<u32> = (0..12).collect();
         r.shuffle(&mut x);
         assert_eq!(x, [10, 5, 2, 9, 7, 4, 0, 6, 8, 11, 3, 1]);
+    }
+
+    /// `random.seed(5); random.random(); random.choice([10, 20, 30, 40, 50])` in CPython
+    /// 3.11.7.
+    #[test]
+    fn random_and_choice_match_cpython() {
+        let mut r = PyRandom::new(5);
+        assert_eq!(r.random(), 0.6229016948897019);
+        assert_eq!(r.choice(&[10, 20, 30, 40, 50]), Some(&30));
+        assert_eq!(r.choice::<u8>(&[]), None);
     }
 }

@@ -1,9 +1,11 @@
-//! ALFWorld, native (issue #5) — **in progress: world loading, names and the intro only.**
-//! There is no [`crate::Env`] implementation yet; actions, admissible commands, the game
-//! generator and the expert are still to be written. The facts this follows were measured on
-//! the real engine (alfworld 0.4.2 + TextWorld 1.7.0) and are recorded, with golden
-//! transcripts, in `tests/fixtures/alfworld/` (`NOTES.md`, `golden.jsonl`).
+//! ALFWorld, native (issue #5): ALFWorld's text household games — the `alfred.pddl` actions
+//! of alfworld 0.4.2 spoken in its 0.3 or 0.4 grammar — with no Python or TextWorld at run
+//! time. Checked line by line against the real engine (alfworld 0.4.2 + TextWorld 1.7.0):
+//! `tests/fixtures/alfworld/` holds the script, the measured facts (`NOTES.md`) and the golden
+//! transcripts.
 //!
+//! - [`pddl`] reads problem files, [`game::Game`] is a loaded world, [`engine::Engine`] plays
+//!   it (admissible commands, feedback text, `won`).
 //! - Ids are lowercased ALFRED-mangled ids (`mug_bar__plus_00_dot_60_bar_…`); a display name
 //!   is the text before the first `_bar_`, plus `basin` when the id contains it (`sinkbasin`),
 //!   then a number: over the sorted ids of one name, the *first* id gets the *highest* number.
@@ -12,11 +14,71 @@
 //! - Lists read `nothing` / `a x` / `a x, and a y` / `a x, a y, and a z`, always with `a`, in
 //!   sorted-id order (not display order).
 
+pub mod data;
+pub mod engine;
+pub mod env;
+pub mod expert;
+pub mod game;
+pub mod generate;
+mod goal;
 pub mod pddl;
 
 use std::collections::BTreeMap;
 
-use pddl::Problem;
+use serde::{Deserialize, Serialize};
+
+pub use env::AlfWorld;
+
+/// The six ALFWorld task types (ALFRED's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskType {
+    PickAndPlaceSimple,
+    LookAtObjInLight,
+    PickCleanThenPlaceInRecep,
+    PickHeatThenPlaceInRecep,
+    PickCoolThenPlaceInRecep,
+    PickTwoObjAndPlace,
+}
+
+impl TaskType {
+    pub const ALL: [TaskType; 6] = [
+        TaskType::PickAndPlaceSimple,
+        TaskType::LookAtObjInLight,
+        TaskType::PickCleanThenPlaceInRecep,
+        TaskType::PickHeatThenPlaceInRecep,
+        TaskType::PickCoolThenPlaceInRecep,
+        TaskType::PickTwoObjAndPlace,
+    ];
+
+    /// ALFRED's name (`pick_heat_then_place_in_recep`), the key of `goal_library.gdict`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskType::PickAndPlaceSimple => "pick_and_place_simple",
+            TaskType::LookAtObjInLight => "look_at_obj_in_light",
+            TaskType::PickCleanThenPlaceInRecep => "pick_clean_then_place_in_recep",
+            TaskType::PickHeatThenPlaceInRecep => "pick_heat_then_place_in_recep",
+            TaskType::PickCoolThenPlaceInRecep => "pick_cool_then_place_in_recep",
+            TaskType::PickTwoObjAndPlace => "pick_two_obj_and_place",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+/// What a game asks for, as `traj_data.json`'s `task_type` and `pddl_params` say it (ALFRED
+/// type names: `object_target: "Mug"`). The hand-coded expert plans from this.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TaskSpec {
+    pub task_type: TaskType,
+    pub object_target: String,
+    /// Empty for `look_at_obj_in_light`.
+    pub parent_target: String,
+    /// Empty unless `look_at_obj_in_light`.
+    pub toggle_target: String,
+}
 
 /// Display names of entity ids (lowercased), TextWorld/ALFWorld style.
 pub fn display_names<'a>(ids: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, String> {
@@ -59,56 +121,6 @@ pub fn render_list(names: &[&str]) -> String {
             let head: Vec<String> = init.iter().map(|n| format!("a {n}")).collect();
             format!("{}, and a {last}", head.join(", "))
         }
-    }
-}
-
-/// A loaded game: the entities of a PDDL problem with their display names.
-#[derive(Clone, Debug)]
-pub struct World {
-    /// Lowercased id → display name.
-    pub names: BTreeMap<String, String>,
-    /// Receptacle ids (lowercased), sorted.
-    pub receptacles: Vec<String>,
-    /// Object ids (lowercased), sorted.
-    pub objects: Vec<String>,
-    /// The task text (`put a hot mug in cabinet`).
-    pub task: String,
-}
-
-impl World {
-    pub fn new(problem: &Problem, task: impl Into<String>) -> Self {
-        let names = display_names(problem.entities());
-        let of_type = |t: &str| -> Vec<String> {
-            let mut v: Vec<String> = problem
-                .objects
-                .iter()
-                .filter(|(id, ty)| ty == t && names.contains_key(&id.to_lowercase()))
-                .map(|(id, _)| id.to_lowercase())
-                .collect();
-            v.sort();
-            v
-        };
-        Self {
-            receptacles: of_type("receptacle"),
-            objects: of_type("object"),
-            names,
-            task: task.into(),
-        }
-    }
-
-    /// The first observation: every receptacle, in sorted-id order, and the task.
-    pub fn intro(&self) -> String {
-        let all: Vec<&str> = self
-            .receptacles
-            .iter()
-            .map(|r| self.names[r].as_str())
-            .collect();
-        format!(
-            "-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking \
-             quickly around you, you see {}.\n\nYour task is to: {}.",
-            render_list(&all),
-            self.task
-        )
     }
 }
 

@@ -155,6 +155,10 @@ impl Problem {
                         let f = fact
                             .list()
                             .ok_or("`:init` holds an atom where a fact belongs")?;
+                        // Numeric fluents (`(= (total-cost) 0)`) are the planner's business.
+                        if f.first().and_then(Sexp::atom) == Some("=") {
+                            continue;
+                        }
                         let words: Option<Vec<String>> =
                             f.iter().map(|s| s.atom().map(str::to_owned)).collect();
                         p.init.push(words.ok_or("nested list in an `:init` fact")?);
