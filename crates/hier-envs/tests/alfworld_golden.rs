@@ -12,10 +12,10 @@ use std::path::PathBuf;
 
 use std::sync::Arc;
 
-use hier_envs::alfworld::display_names;
 use hier_envs::alfworld::engine::{Engine, Grammar};
 use hier_envs::alfworld::game::Game;
 use hier_envs::alfworld::pddl::Problem;
+use hier_envs::alfworld::{TaskSpec, TaskType, display_names, expert};
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {
@@ -166,4 +166,52 @@ fn generated_games_match_the_real_engine() {
     }
     assert!(games >= 20, "{games} games");
     eprintln!("{games} generated games, {steps} steps identical to the real engine");
+}
+
+/// TextWorld's public ALFRED test problem (microsoft/TextWorld, MIT) is on GitHub only, so
+/// neither it nor its transcripts are committed. Record them with
+/// `make_golden.py --problem <textworld>/envs/pddl/tests/problem.pddl --out <dir>/golden.jsonl`
+/// and run `HIER_ALFWORLD_TESTPROBLEM=<dir>/golden.jsonl cargo test -p hier-envs --test
+/// alfworld_golden -- --ignored`.
+#[test]
+#[ignore = "needs HIER_ALFWORLD_TESTPROBLEM=<golden.jsonl recorded on TextWorld's test problem>"]
+fn textworld_test_problem_matches_the_real_engine() {
+    let path = PathBuf::from(
+        std::env::var_os("HIER_ALFWORLD_TESTPROBLEM")
+            .expect("set HIER_ALFWORLD_TESTPROBLEM to the golden.jsonl make_golden.py wrote"),
+    );
+    let lines: Vec<Value> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let header = lines
+        .iter()
+        .find(|l| l["kind"] == "header" && l["episode"] == "testproblem")
+        .expect("a testproblem episode (was --problem given?)");
+    let problem =
+        Problem::load(&path.with_file_name(header["problem_file"].as_str().unwrap())).unwrap();
+    let want: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(header["names"].clone()).unwrap();
+    assert_eq!(display_names(problem.entities()), want);
+    let spec = TaskSpec {
+        task_type: TaskType::LookAtObjInLight,
+        object_target: "CD".into(),
+        parent_target: String::new(),
+        toggle_target: "DeskLamp".into(),
+    };
+    let game = Arc::new(
+        Game::from_problem(
+            &problem,
+            header["task"].as_str().unwrap(),
+            Some(spec.clone()),
+        )
+        .unwrap(),
+    );
+    let n = replay(&lines, &game, "testproblem", Grammar::V04)
+        + replay(&lines, &game, "testproblem_expert", Grammar::V04);
+    eprintln!("TextWorld test problem: {n} steps identical");
+    // Our expert solves it too.
+    let plan = expert::plan(&Engine::new(Arc::clone(&game), Grammar::V04), &spec).unwrap();
+    eprintln!("our expert: {plan:?}");
 }

@@ -39,6 +39,7 @@ pub enum Source {
 }
 
 /// The ALFWorld environment.
+#[derive(Debug)]
 pub struct AlfWorld {
     source: Source,
     grammar: Option<Grammar>,

@@ -107,12 +107,11 @@ pub fn next_action(engine: &Engine, spec: &TaskSpec) -> Option<Action> {
         | TaskType::PickCleanThenPlaceInRecep
         | TaskType::PickHeatThenPlaceInRecep
         | TaskType::PickCoolThenPlaceInRecep => {
+            // While the goal does not hold no instance is both processed and in place, so
+            // any one will do (even one already in a target receptacle, e.g. a cold mug in
+            // the cabinet it must go back to hot).
             let Some(o) = held else {
-                return fetch(g, s, &spec.object_target, |o| {
-                    s.inside[o]
-                        .iter()
-                        .any(|&r| rtyped(g, r, &spec.parent_target))
-                });
+                return fetch(g, s, &spec.object_target, |_| false);
             };
             if !wanted(o) {
                 return None;
