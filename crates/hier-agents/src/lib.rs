@@ -6,8 +6,12 @@
 //! `hier-backbone`, `hier-rl-losses`, `hier-steer`, `hier-envs` and `hier-data`, and owns no
 //! environment internals and no loss mathematics.
 //!
-//! Status: the causal-LM pre-training of tiny backbones ([`pretrain`]) and the shared optimiser
-//! utilities ([`optim`]) exist; agents, rollouts and the RL trainers come with later issues.
+//! Status: the causal-LM pre-training of tiny backbones ([`pretrain`]), the shared optimiser
+//! utilities ([`optim`]), datasets from expert demonstrations ([`demos`]) and model batches
+//! over backbone tokenizers ([`batching`]) exist; agents, rollouts and the RL trainers come
+//! with later issues.
 
+pub mod batching;
+pub mod demos;
 pub mod optim;
 pub mod pretrain;

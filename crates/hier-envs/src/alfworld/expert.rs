@@ -70,13 +70,30 @@ pub fn next_action(engine: &Engine, spec: &TaskSpec) -> Option<Action> {
     let (g, s) = (engine.game(), engine.state());
     let held = s.holding;
     let wanted = |o: usize| typed(g, o, &spec.object_target);
+    // Holding the wrong thing (after someone else's action): put it down first — here if
+    // something here takes it, else back where it came from.
+    if let Some(o) = held.filter(|&o| !wanted(o)) {
+        let open_here = g
+            .receptacles_at(s.agent_at)
+            .find(|&r| g.fits(o, r) && (!g.receptacles[r].openable || s.opened[r]));
+        if let Some(r) = open_here {
+            return Some(Action::Move(o, r));
+        }
+        let home = g
+            .receptacles_at(s.agent_at)
+            .find(|&r| g.fits(o, r))
+            .or_else(|| {
+                s.left
+                    .iter()
+                    .find(|&&(x, r)| x == o && g.fits(o, r))
+                    .map(|&(_, r)| r)
+            })?;
+        return Some(reach(g, s, home, Action::Move(o, home)));
+    }
     match spec.task_type {
         TaskType::LookAtObjInLight => {
-            let Some(o) = held else {
+            if held.is_none() {
                 return fetch(g, s, &spec.object_target, |_| false);
-            };
-            if !wanted(o) {
-                return None;
             }
             let lamp = (0..g.objects.len())
                 .find(|&l| typed(g, l, &spec.toggle_target) && !s.inside[l].is_empty())?;
@@ -98,8 +115,7 @@ pub fn next_action(engine: &Engine, spec: &TaskSpec) -> Option<Action> {
                 .filter(|&r| rtyped(g, r, &spec.parent_target))
                 .max_by_key(|&r| (count(r), std::cmp::Reverse(r)))?;
             match held {
-                Some(o) if wanted(o) => Some(reach(g, s, target, Action::Move(o, target))),
-                Some(_) => None,
+                Some(o) => Some(reach(g, s, target, Action::Move(o, target))),
                 None => fetch(g, s, &spec.object_target, |o| s.inside[o].contains(&target)),
             }
         }
@@ -113,9 +129,6 @@ pub fn next_action(engine: &Engine, spec: &TaskSpec) -> Option<Action> {
             let Some(o) = held else {
                 return fetch(g, s, &spec.object_target, |_| false);
             };
-            if !wanted(o) {
-                return None;
-            }
             if let Some((appliance, act)) = processing(spec, s, o) {
                 let r = (0..g.receptacles.len()).find(|&r| rtyped(g, r, appliance))?;
                 return Some(if s.agent_at != g.receptacles[r].location {
