@@ -15,3 +15,5 @@ pub mod batching;
 pub mod demos;
 pub mod optim;
 pub mod pretrain;
+pub mod runlog;
+pub mod sft;

@@ -199,12 +199,7 @@ impl PretrainConfig {
 
 /// Learning rate at `step`: linear warm-up to `lr`, then cosine decay to `min_lr`.
 pub fn learning_rate(t: &TrainConfig, step: usize) -> f64 {
-    if step < t.warmup_steps {
-        return t.lr * (step + 1) as f64 / t.warmup_steps as f64;
-    }
-    let span = (t.steps - t.warmup_steps).max(1) as f64;
-    let progress = ((step - t.warmup_steps) as f64 / span).min(1.0);
-    t.min_lr + 0.5 * (t.lr - t.min_lr) * (1.0 + (std::f64::consts::PI * progress).cos())
+    crate::runlog::cosine_lr(t.lr, t.min_lr, t.warmup_steps, t.steps, step)
 }
 
 /// Documents of the corpus: each file split at blank lines.
@@ -367,7 +362,7 @@ pub fn pretrain(
     lm = lm.set_require_grad(true);
 
     let metrics_path = out.join("metrics.jsonl");
-    keep_metrics_up_to(&metrics_path, start)?;
+    crate::runlog::keep_metrics_up_to(&metrics_path, start).map_err(io(&metrics_path))?;
     let bar = if opts.progress {
         indicatif::ProgressBar::new(t.steps as u64)
     } else {
@@ -413,7 +408,8 @@ pub fn pretrain(
             window_losses.clear();
             let line = serde_json::json!({"step": step, "loss": last_loss, "lr": lr, "grad_norm": grad_norm,
                 "tokens_per_s": ((step - start) * t.batch_size * t.seq_len) as f64 / started.elapsed().as_secs_f64()});
-            append_line(&metrics_path, &line.to_string())?;
+            crate::runlog::append_line(&metrics_path, &line.to_string())
+                .map_err(io(&metrics_path))?;
             bar.set_message(format!("loss {last_loss:.3}"));
         }
         let stop_here = opts.stop_after.is_some_and(|s| step >= s);
@@ -469,36 +465,6 @@ fn save_checkpoint(
     }
     std::fs::rename(&tmp, ckpt).map_err(io(ckpt))?;
     let _ = std::fs::remove_dir_all(&old);
-    Ok(())
-}
-
-fn append_line(path: &Path, line: &str) -> Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(io(path))?;
-    writeln!(f, "{line}").map_err(io(path))
-}
-
-/// Drops metric lines written after the checkpoint a run resumes from.
-fn keep_metrics_up_to(path: &Path, step: usize) -> Result<()> {
-    if !path.exists() {
-        return Ok(());
-    }
-    let text = std::fs::read_to_string(path).map_err(io(path))?;
-    let kept: String = text
-        .lines()
-        .filter(|l| {
-            serde_json::from_str::<serde_json::Value>(l)
-                .ok()
-                .and_then(|v| v["step"].as_u64())
-                .is_some_and(|s| s as usize <= step)
-        })
-        .map(|l| format!("{l}\n"))
-        .collect();
-    write_atomic(path, kept.as_bytes())?;
     Ok(())
 }
 

@@ -1,0 +1,337 @@
+//! Supervised fine-tuning of one named LoRA adapter over the frozen backbone — Multi²'s
+//! System-1 phase, `L_φ = −E[log π_φ(g_h | K, o_t)]` (METHODS.md A.1), and the flat SFT
+//! baseline. The loss is the mean negative log-likelihood of the target tokens of a batch
+//! (padding masked); only the adapter's `A`/`B` receive gradients.
+//!
+//! Runs are seeded (batch `k` is drawn from its own stream, so a resumed run sees the batches
+//! the uninterrupted one would), log `metrics.jsonl`, checkpoint `<out>/checkpoint` (adapter
+//! in PEFT format, optimiser state, step, config) by whole-directory swap, refuse a directory
+//! holding a different config, and write the final adapter to `<out>/adapter`.
+
+use std::path::{Path, PathBuf};
+
+use hier_backbone::burn::optim::{AdamWConfig, GradientsParams};
+use hier_backbone::{AdapterId, CausalLm, Forward, LoraConfig, ScoreRequest, TargetModule};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::optim::clip_global_norm;
+use crate::runlog::{append_line, cosine_lr, keep_metrics_up_to, swap_in_dir};
+
+/// Errors of fine-tuning.
+#[derive(Debug, thiserror::Error)]
+pub enum SftError {
+    #[error(transparent)]
+    Backbone(#[from] hier_backbone::BackboneError),
+    #[error("{}: {msg}", path.display())]
+    Checkpoint { path: PathBuf, msg: String },
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+type Result<T> = std::result::Result<T, SftError>;
+
+/// A fine-tuning run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftConfig {
+    /// Adapter name (`sys1`, `flat`, …).
+    pub adapter: String,
+    /// LoRA rank, α and target modules (`q_proj`, `v_proj`, …). Authors: r 16, α 32.
+    pub r: usize,
+    pub alpha: f64,
+    pub target_modules: Vec<String>,
+    pub steps: usize,
+    /// Examples per step (drawn with replacement).
+    pub batch_size: usize,
+    pub lr: f64,
+    pub min_lr: f64,
+    pub warmup_steps: usize,
+    pub weight_decay: f32,
+    pub grad_clip: f32,
+    pub seed: u64,
+    pub checkpoint_every: usize,
+    pub log_every: usize,
+}
+
+impl SftConfig {
+    fn lora(&self) -> Result<LoraConfig> {
+        let targets = self
+            .target_modules
+            .iter()
+            .map(|t| {
+                TargetModule::parse(t)
+                    .ok_or_else(|| SftError::Invalid(format!("sft: unknown target module `{t}`")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(LoraConfig::new(self.r, self.alpha, &targets))
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(SftError::Invalid(format!("sft: {m}")));
+        if self.steps == 0 || self.batch_size == 0 {
+            return bad("steps and batch_size must be positive");
+        }
+        if self.checkpoint_every == 0 || self.log_every == 0 {
+            return bad("checkpoint_every and log_every must be positive");
+        }
+        if !(self.lr > 0.0 && self.min_lr >= 0.0 && self.min_lr <= self.lr) {
+            return bad("need 0 ≤ min_lr ≤ lr and lr > 0");
+        }
+        if self.warmup_steps > self.steps {
+            return bad("warmup_steps exceeds steps");
+        }
+        self.lora().map(|_| ())
+    }
+}
+
+/// One training pair, already tokenised.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SftExample {
+    pub prompt: Vec<u32>,
+    pub target: Vec<u32>,
+}
+
+/// Options that are not part of the run's identity.
+#[derive(Clone, Debug, Default)]
+pub struct SftOptions {
+    pub progress: bool,
+    /// Stop (after checkpointing) once this many steps are done — to test resumption.
+    pub stop_after: Option<usize>,
+}
+
+/// What a finished (or stopped) run reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SftReport {
+    pub steps_done: usize,
+    pub resumed_from: usize,
+    /// Mean loss of the first and of the last logged window.
+    pub first_loss: f32,
+    pub last_loss: f32,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct State {
+    step: usize,
+    config: SftConfig,
+}
+
+/// Registers a fresh adapter with PEFT's initialisation (`A ~ U(±1/√in)`, `B = 0`, so the
+/// model's outputs do not change) drawn from `seed` — `CausalLm::add_adapter` draws from the
+/// backend's RNG, which a run cannot reproduce.
+pub fn add_seeded_adapter(
+    lm: &mut CausalLm,
+    name: &str,
+    config: LoraConfig,
+    seed: u64,
+) -> Result<AdapterId> {
+    use hier_backbone::burn::tensor::{Tensor, TensorData};
+    use hier_backbone::lora::LoraPair;
+    if lm.adapter_id(name).is_ok() {
+        return Err(SftError::Invalid(format!(
+            "adapter `{name}` is already registered"
+        )));
+    }
+    let device = lm.device();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let pairs = lm
+        .layers
+        .iter()
+        .enumerate()
+        .map(|(l, layer)| {
+            config
+                .target_modules
+                .iter()
+                .map(|&t| {
+                    let [din, dout] = layer.target(t).dims();
+                    let bound = 1.0 / (din as f32).sqrt();
+                    let a: Vec<f32> = (0..din * config.r)
+                        .map(|_| rng.random_range(-bound..bound))
+                        .collect();
+                    let a = Tensor::<2>::from_data(TensorData::new(a, [din, config.r]), &device);
+                    let b = Tensor::<2>::zeros([config.r, dout], &device);
+                    let pair_name = format!("{name}/model.layers.{l}.{}", t.path());
+                    (t, LoraPair::from_tensors(&pair_name, a, b, &config))
+                })
+                .collect()
+        })
+        .collect();
+    Ok(lm.replace_adapter(name, config, pairs)?)
+}
+
+/// Mean NLL of the targets under `adapter` (train mode).
+pub fn sft_loss(
+    lm: &CausalLm,
+    adapter: AdapterId,
+    batch: &[SftExample],
+) -> Result<hier_backbone::burn::tensor::Tensor<1>> {
+    let requests: Vec<ScoreRequest> = batch
+        .iter()
+        .map(|e| ScoreRequest {
+            prompt: e.prompt.clone(),
+            continuation: e.target.clone(),
+        })
+        .collect();
+    let out = lm.score(
+        &requests,
+        Forward {
+            adapter: Some(adapter),
+            train: true,
+        },
+    )?;
+    Ok(out.logprobs.sum().neg() / out.mask.sum())
+}
+
+/// Fine-tunes (or resumes) adapter `cfg.adapter` of `lm` on `examples`; `lm` must live on an
+/// autodiff device. Returns the model with the trained adapter.
+pub fn train_adapter(
+    mut lm: CausalLm,
+    examples: &[SftExample],
+    cfg: &SftConfig,
+    out: &Path,
+    opts: &SftOptions,
+) -> Result<(CausalLm, SftReport)> {
+    cfg.validate()?;
+    if examples.is_empty() {
+        return Err(SftError::Invalid("sft: no training examples".into()));
+    }
+    std::fs::create_dir_all(out)?;
+    let resolved = serde_json::to_string_pretty(cfg).expect("config serialises");
+    let resolved_path = out.join("sft.json");
+    if resolved_path.exists() {
+        if std::fs::read_to_string(&resolved_path)? != resolved {
+            return Err(SftError::Checkpoint {
+                path: resolved_path,
+                msg: "this directory holds a run with a different config; use another --out or \
+                      delete it"
+                    .into(),
+            });
+        }
+    } else {
+        hier_backbone::write_atomic(&resolved_path, resolved.as_bytes())?;
+    }
+
+    let ckpt = out.join("checkpoint");
+    let state_path = ckpt.join("state.json");
+    let mut optim = AdamWConfig::new()
+        .with_beta_1(0.9)
+        .with_beta_2(0.999)
+        .with_epsilon(1e-8)
+        .with_weight_decay(cfg.weight_decay)
+        .init();
+    let (id, start) =
+        if state_path.exists() {
+            let state: State = serde_json::from_str(&std::fs::read_to_string(&state_path)?)
+                .map_err(|e| SftError::Checkpoint {
+                    path: state_path.clone(),
+                    msg: e.to_string(),
+                })?;
+            if &state.config != cfg {
+                return Err(SftError::Checkpoint {
+                    path: state_path,
+                    msg: "checkpoint was written by a different config".into(),
+                });
+            }
+            let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
+            let opt_path = ckpt.join("optimizer.bpk");
+            optim = optim.load(&opt_path).map_err(|e| SftError::Checkpoint {
+                path: opt_path.clone(),
+                msg: format!("{e:?}"),
+            })?;
+            (id, state.step)
+        } else {
+            (
+                add_seeded_adapter(&mut lm, &cfg.adapter, cfg.lora()?, cfg.seed)?,
+                0,
+            )
+        };
+
+    let metrics = out.join("metrics.jsonl");
+    keep_metrics_up_to(&metrics, start)?;
+    let bar = if opts.progress {
+        indicatif::ProgressBar::new(cfg.steps as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "sft {} {{bar:30}} {{pos}}/{{len}} [{{elapsed_precise}}<{{eta_precise}}] {{msg}}",
+            cfg.adapter
+        ))
+        .expect("template"),
+    );
+    bar.set_position(start as u64);
+    let (mut first_loss, mut last_loss) = (f32::NAN, f32::NAN);
+    let mut window = Vec::new();
+    let mut step = start;
+    while step < cfg.steps {
+        let mut rng =
+            StdRng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ step as u64);
+        let batch: Vec<SftExample> = (0..cfg.batch_size)
+            .map(|_| examples[rng.random_range(0..examples.len())].clone())
+            .collect();
+        let loss = sft_loss(&lm, id, &batch)?;
+        let value = loss.clone().into_scalar::<f32>();
+        if !value.is_finite() {
+            return Err(SftError::Invalid(format!(
+                "sft {}: loss became {value} at step {step}; lower lr",
+                cfg.adapter
+            )));
+        }
+        let mut grads = GradientsParams::from_grads(loss.backward(), &lm);
+        let grad_norm = clip_global_norm(&lm, &mut grads, cfg.grad_clip);
+        let lr = cosine_lr(cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps, step);
+        lm = optim.step(lr, lm, grads);
+        step += 1;
+        window.push(value);
+        bar.inc(1);
+        if step % cfg.log_every == 0 || step == cfg.steps {
+            last_loss = window.iter().sum::<f32>() / window.len() as f32;
+            if first_loss.is_nan() {
+                first_loss = last_loss;
+            }
+            window.clear();
+            let line = serde_json::json!({"step": step, "loss": last_loss, "lr": lr,
+                "grad_norm": grad_norm});
+            append_line(&metrics, &line.to_string())?;
+            bar.set_message(format!("loss {last_loss:.3}"));
+        }
+        let stop_here = opts.stop_after.is_some_and(|s| step >= s);
+        if step % cfg.checkpoint_every == 0 || step == cfg.steps || stop_here {
+            swap_in_dir(&ckpt, |dir| -> Result<()> {
+                lm.save_adapter(id, &dir.join("adapter"), None)?;
+                let opt_path = dir.join("optimizer.bpk");
+                optim.save(&opt_path).map_err(|e| SftError::Checkpoint {
+                    path: opt_path.clone(),
+                    msg: format!("{e:?}"),
+                })?;
+                let state = serde_json::to_string_pretty(&State {
+                    step,
+                    config: cfg.clone(),
+                })
+                .expect("state serialises");
+                hier_backbone::write_atomic(&dir.join("state.json"), state.as_bytes())?;
+                Ok(())
+            })?;
+        }
+        if stop_here {
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    if step == cfg.steps {
+        lm.save_adapter(id, &out.join("adapter"), None)?;
+    }
+    Ok((
+        lm,
+        SftReport {
+            steps_done: step,
+            resumed_from: start,
+            first_loss,
+            last_loss,
+        },
+    ))
+}
