@@ -7,12 +7,14 @@
 //! environment internals and no loss mathematics.
 //!
 //! Status: the causal-LM pre-training of tiny backbones ([`pretrain`]), the shared optimiser
-//! utilities ([`optim`]), datasets from expert demonstrations ([`demos`]) and model batches
-//! over backbone tokenizers ([`batching`]) exist; agents, rollouts and the RL trainers come
-//! with later issues.
+//! and run bookkeeping ([`optim`], [`runlog`]), datasets from expert demonstrations
+//! ([`demos`]), model batches over backbone tokenizers ([`batching`]), LoRA fine-tuning of a
+//! named adapter ([`sft`]) and the Multi² two-system batched rollout ([`multi2`]) exist; the
+//! System-2 RL trainers, evaluation and `reproduce table1` come with the Multi² issue.
 
 pub mod batching;
 pub mod demos;
+pub mod multi2;
 pub mod optim;
 pub mod pretrain;
 pub mod runlog;

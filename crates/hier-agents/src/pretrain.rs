@@ -108,6 +108,22 @@ fn default_eps() -> f64 {
     1e-5
 }
 
+impl TinyModelConfig {
+    /// The HF-style (Llama) model configuration of these sizes.
+    pub fn model_config(&self) -> Result<ModelConfig> {
+        let m = self;
+        let v = serde_json::json!({
+            "model_type": "llama", "architectures": ["LlamaForCausalLM"],
+            "vocab_size": m.vocab_size, "hidden_size": m.hidden_size, "intermediate_size": m.intermediate_size,
+            "num_hidden_layers": m.num_hidden_layers, "num_attention_heads": m.num_attention_heads,
+            "num_key_value_heads": m.num_key_value_heads, "max_position_embeddings": m.max_position_embeddings,
+            "rope_theta": m.rope_theta, "rms_norm_eps": m.rms_norm_eps, "tie_word_embeddings": m.tie_word_embeddings,
+            "hidden_act": "silu", "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+        });
+        Ok(ModelConfig::from_json(Path::new("<pretrain config>"), &v)?)
+    }
+}
+
 /// Optimisation settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -158,16 +174,7 @@ impl PretrainConfig {
 
     /// The backbone configuration (ids 0/1/2 are pad/bos/eos of the tiny tokenizer).
     pub fn model_config(&self) -> Result<ModelConfig> {
-        let m = &self.model;
-        let v = serde_json::json!({
-            "model_type": "llama", "architectures": ["LlamaForCausalLM"],
-            "vocab_size": m.vocab_size, "hidden_size": m.hidden_size, "intermediate_size": m.intermediate_size,
-            "num_hidden_layers": m.num_hidden_layers, "num_attention_heads": m.num_attention_heads,
-            "num_key_value_heads": m.num_key_value_heads, "max_position_embeddings": m.max_position_embeddings,
-            "rope_theta": m.rope_theta, "rms_norm_eps": m.rms_norm_eps, "tie_word_embeddings": m.tie_word_embeddings,
-            "hidden_act": "silu", "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
-        });
-        Ok(ModelConfig::from_json(Path::new("<pretrain config>"), &v)?)
+        self.model.model_config()
     }
 
     fn validate(&self) -> Result<()> {

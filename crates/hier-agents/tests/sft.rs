@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use hier_agents::pretrain::{PretrainConfig, TinyModelConfig, TrainConfig};
+use hier_agents::pretrain::TinyModelConfig;
 use hier_agents::sft::{SftConfig, SftExample, SftOptions, train_adapter};
 use hier_backbone::burn::module::Param;
 use hier_backbone::burn::tensor::Device;
@@ -11,32 +11,17 @@ use hier_backbone::weights::read_safetensors;
 use hier_backbone::{Batch, CausalLm, Forward};
 
 fn tiny(device: &Device) -> CausalLm {
-    let cfg = PretrainConfig {
-        model: TinyModelConfig {
-            vocab_size: 96,
-            hidden_size: 32,
-            intermediate_size: 64,
-            num_hidden_layers: 2,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            max_position_embeddings: 64,
-            rope_theta: 10000.0,
-            rms_norm_eps: 1e-5,
-            tie_word_embeddings: false,
-        },
-        train: TrainConfig {
-            seq_len: 8,
-            batch_size: 1,
-            steps: 1,
-            lr: 1e-3,
-            min_lr: 1e-4,
-            warmup_steps: 0,
-            weight_decay: 0.0,
-            grad_clip: 1.0,
-            seed: 0,
-            checkpoint_every: 1,
-            log_every: 1,
-        },
+    let cfg = TinyModelConfig {
+        vocab_size: 96,
+        hidden_size: 32,
+        intermediate_size: 64,
+        num_hidden_layers: 2,
+        num_attention_heads: 4,
+        num_key_value_heads: 2,
+        max_position_embeddings: 64,
+        rope_theta: 10000.0,
+        rms_norm_eps: 1e-5,
+        tie_word_embeddings: false,
     };
     let mut lm = CausalLm::random(cfg.model_config().unwrap(), 11, device).unwrap();
     // A random output layer gives near-uniform logits that no adapter inside the network can

@@ -17,22 +17,31 @@ pub trait Tokenize {
     fn pad_id(&self) -> u32;
 }
 
-/// The planner's prompt: task, previous group action, current observation.
-pub fn sys1_prompt(r: &Sys1Record) -> String {
+/// The planner's prompt from its parts: task, the previous subgoal's actions, the current
+/// observation. Training ([`sys1_prompt`]) and acting use this one function.
+pub fn planner_prompt(task: &str, group_action: &[String], observation: &str) -> String {
     format!(
-        "You are the planner. Given the task and the state, name the next subgoal.\nTask: {}\n{}\nSubgoal: ",
-        r.task,
-        r.context()
+        "You are the planner. Given the task and the state, name the next subgoal.\nTask: {task}\n{}\nSubgoal: ",
+        crate::schema::planner_context(group_action, observation)
     )
 }
 
-/// The executor's prompt: subgoal and observation.
-pub fn sys2_prompt(t: &Sys2Transition) -> String {
+/// The executor's prompt from its parts: subgoal and observation.
+pub fn executor_prompt(subgoal: &str, observation: &str) -> String {
     format!(
         "You are the executor. Give one action for the subgoal and whether it completes it \
-         (`<action>; True|False`).\nSubtask: {}\nObs: {}\nAction: ",
-        t.subgoal, t.observation
+         (`<action>; True|False`).\nSubtask: {subgoal}\nObs: {observation}\nAction: "
     )
+}
+
+/// The planner's prompt of a System-1 record.
+pub fn sys1_prompt(r: &Sys1Record) -> String {
+    planner_prompt(&r.task, &r.group_action, &r.observation)
+}
+
+/// The executor's prompt of a System-2 transition.
+pub fn sys2_prompt(t: &Sys2Transition) -> String {
+    executor_prompt(&t.subgoal, &t.observation)
 }
 
 /// One tokenised example.

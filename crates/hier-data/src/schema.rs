@@ -38,15 +38,19 @@ pub struct Sys1Record {
     pub done: bool,
 }
 
+/// The planner context in the authors' wording:
+/// `Group action: [a, b]. Current observation: <obs>`.
+pub fn planner_context(group_action: &[String], observation: &str) -> String {
+    format!(
+        "Group action: [{}]. Current observation: {observation}",
+        group_action.join(", ")
+    )
+}
+
 impl Sys1Record {
-    /// The planner context in the authors' wording:
-    /// `Group action: [a, b]. Current observation: <obs>`.
+    /// [`planner_context`] of this record.
     pub fn context(&self) -> String {
-        format!(
-            "Group action: [{}]. Current observation: {}",
-            self.group_action.join(", "),
-            self.observation
-        )
+        planner_context(&self.group_action, &self.observation)
     }
 }
 
