@@ -1,0 +1,142 @@
+//! Evaluation arithmetic of the Multi² tables and figures: success rates with a 95 % interval
+//! over seeds, success by difficulty (terciles of expert path length), and token efficiency
+//! (success per token, normalised to a reference method = 1).
+
+use serde::{Deserialize, Serialize};
+
+/// Two-sided 97.5 % quantiles of Student's t for 1–30 degrees of freedom.
+const T975: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+    2.052, 2.048, 2.045, 2.042,
+];
+
+/// Mean and 95 % confidence half-width of per-seed values: `t₀.₉₇₅(n−1) · s / √n` with the
+/// sample standard deviation `s` (the normal 1.96 beyond 30 degrees of freedom). One value
+/// has no interval (`None`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub mean: f64,
+    pub half_width: Option<f64>,
+    pub n: usize,
+}
+
+pub fn estimate(values: &[f64]) -> Estimate {
+    let n = values.len();
+    if n == 0 {
+        return Estimate {
+            mean: f64::NAN,
+            half_width: None,
+            n,
+        };
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let half_width = (n > 1).then(|| {
+        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let t = T975.get(n - 2).copied().unwrap_or(1.96);
+        t * var.sqrt() / (n as f64).sqrt()
+    });
+    Estimate {
+        mean,
+        half_width,
+        n,
+    }
+}
+
+/// Share of successes, in percent.
+pub fn success_percent(successes: &[bool]) -> f64 {
+    if successes.is_empty() {
+        return f64::NAN;
+    }
+    100.0 * successes.iter().filter(|&&s| s).count() as f64 / successes.len() as f64
+}
+
+/// Easy / Medium / Hard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Difficulty {
+    Easy,
+    Medium,
+    Hard,
+}
+
+/// Tercile cut points of expert path lengths: a task of length `ℓ` is Easy if `ℓ ≤ a`,
+/// Hard if `ℓ > b`, else Medium, where `a`, `b` are the lengths at ranks ⌈n/3⌉ and ⌈2n/3⌉ of
+/// the sorted lengths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Terciles {
+    pub easy_max: usize,
+    pub medium_max: usize,
+}
+
+impl Terciles {
+    /// `None` for an empty list.
+    pub fn of(lengths: &[usize]) -> Option<Self> {
+        let mut v = lengths.to_vec();
+        v.sort_unstable();
+        let n = v.len();
+        if n == 0 {
+            return None;
+        }
+        let at = |k: usize| v[(k.max(1) - 1).min(n - 1)];
+        Some(Self {
+            easy_max: at(n.div_ceil(3)),
+            medium_max: at((2 * n).div_ceil(3)),
+        })
+    }
+
+    pub fn classify(&self, length: usize) -> Difficulty {
+        if length <= self.easy_max {
+            Difficulty::Easy
+        } else if length <= self.medium_max {
+            Difficulty::Medium
+        } else {
+            Difficulty::Hard
+        }
+    }
+}
+
+/// Success per token of a method divided by that of a reference method (the paper normalises
+/// to ReAct = 1). `tokens` are mean tokens per episode.
+pub fn token_efficiency(success: f64, tokens: f64, ref_success: f64, ref_tokens: f64) -> f64 {
+    (success / tokens) / (ref_success / ref_tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_by_hand() {
+        // mean 60, s = 10 (values 50, 60, 70), t(2) = 4.303: 4.303 · 10 / √3 = 24.843.
+        let e = estimate(&[50.0, 60.0, 70.0]);
+        assert_eq!(e.mean, 60.0);
+        assert!((e.half_width.unwrap() - 24.8434).abs() < 1e-3);
+        assert_eq!(estimate(&[42.0]).half_width, None);
+        assert!(estimate(&[]).mean.is_nan());
+        // Beyond 30 degrees of freedom: 1.96.
+        let many: Vec<f64> = (0..40).map(|i| f64::from(i % 2)).collect();
+        let e = estimate(&many);
+        let s = (40.0f64 * 0.25 / 39.0).sqrt();
+        assert!((e.half_width.unwrap() - 1.96 * s / 40f64.sqrt()).abs() < 1e-12);
+        assert_eq!(success_percent(&[true, false, true, true]), 75.0);
+    }
+
+    #[test]
+    fn terciles_split_path_lengths() {
+        let t = Terciles::of(&[9, 3, 5, 4, 12, 7]).unwrap();
+        // sorted 3 4 5 7 9 12: ranks 2 and 4 → 4 and 7.
+        assert_eq!((t.easy_max, t.medium_max), (4, 7));
+        assert_eq!(t.classify(4), Difficulty::Easy);
+        assert_eq!(t.classify(5), Difficulty::Medium);
+        assert_eq!(t.classify(8), Difficulty::Hard);
+        assert_eq!(Terciles::of(&[]), None);
+        assert_eq!(Terciles::of(&[6]).unwrap().classify(6), Difficulty::Easy);
+    }
+
+    #[test]
+    fn efficiency_is_relative_success_per_token() {
+        // Twice the success with the same tokens: 2; same success with half the tokens: 2.
+        assert_eq!(token_efficiency(40.0, 1000.0, 20.0, 1000.0), 2.0);
+        assert_eq!(token_efficiency(20.0, 500.0, 20.0, 1000.0), 2.0);
+    }
+}
