@@ -253,10 +253,10 @@ fn alfworld(args: &EnvArgs) -> Result<Option<Prepared>> {
                         spec: Some(g.spec.clone()),
                         gold: Some(gold),
                     };
-                    write_file(out, &g.problem)?;
-                    write_file(
+                    hier_backbone::write_atomic(out, g.problem.as_bytes())?;
+                    hier_backbone::write_atomic(
                         &out.with_extension("json"),
-                        &serde_json::to_string_pretty(&side)?,
+                        serde_json::to_string_pretty(&side)?.as_bytes(),
                     )?;
                     println!("{}", out.display());
                     return Ok(None);
@@ -276,15 +276,4 @@ fn alfworld(args: &EnvArgs) -> Result<Option<Prepared>> {
     head.insert("source".into(), json!(env.label()));
     head.insert("task".into(), json!(task.to_string()));
     Ok(Some((Box::new(env), task, head)))
-}
-
-/// Writes a file whole or not at all (temp file + rename).
-fn write_file(path: &std::path::Path, text: &str) -> Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let tmp = path.with_extension("tmp-write");
-    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(())
 }

@@ -29,6 +29,8 @@ pub enum DemoError {
     Env(#[from] hier_envs::EnvError),
     #[error(transparent)]
     Data(#[from] hier_data::DataError),
+    #[error(transparent)]
+    Backbone(#[from] hier_backbone::BackboneError),
     #[error("{0}")]
     Invalid(String),
 }
@@ -290,9 +292,7 @@ pub fn build_dataset(
         sys2,
         flat,
     };
-    let text = serde_json::to_string_pretty(&manifest).expect("manifest serialises");
-    let tmp = out.join(".manifest.json.tmp");
-    std::fs::write(&tmp, text + "\n").map_err(hier_data::DataError::from)?;
-    std::fs::rename(&tmp, out.join("manifest.json")).map_err(hier_data::DataError::from)?;
+    let text = serde_json::to_string_pretty(&manifest).expect("manifest serialises") + "\n";
+    hier_backbone::write_atomic(&out.join("manifest.json"), text.as_bytes())?;
     Ok(manifest)
 }

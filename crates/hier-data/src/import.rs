@@ -48,6 +48,14 @@ fn at<'a>(v: &'a [Value], i: usize, what: &str, path: &Path) -> Result<&'a Value
         .ok_or_else(|| DataError::file(path, format!("`{what}` has no entry {i}")))
 }
 
+/// Trajectory `i` of a per-trajectory list: `v[i]`, which must itself be a list.
+fn row<'a>(v: &'a [Value], i: usize, key: &str, path: &Path) -> Result<&'a [Value]> {
+    at(v, i, key, path)?
+        .as_array()
+        .map(Vec::as_slice)
+        .ok_or_else(|| DataError::file(path, format!("`{key}[{i}]` is not a list")))
+}
+
 fn str_at<'a>(v: &'a Value, what: &str, path: &Path) -> Result<&'a str> {
     v.as_str()
         .ok_or_else(|| DataError::file(path, format!("`{what}` is not a string")))
@@ -90,18 +98,12 @@ pub fn high_level(path: &Path) -> Result<Vec<Sys1Record>> {
     let mut out = Vec::new();
     for (i, task) in tasks.iter().enumerate() {
         let task = str_at(task, &format!("task_description[{i}]"), path)?;
-        let row = |v: &[Value], key: &str| -> Result<Vec<Value>> {
-            at(v, i, key, path)?
-                .as_array()
-                .cloned()
-                .ok_or_else(|| DataError::file(path, format!("`{key}[{i}]` is not a list")))
-        };
         let (o, g, r, s, d) = (
-            row(obs, "obs")?,
-            row(subtask, "subtask")?,
-            row(reward, "reward")?,
-            row(score, "score")?,
-            row(done, "done")?,
+            row(obs, i, "obs", path)?,
+            row(subtask, i, "subtask", path)?,
+            row(reward, i, "reward", path)?,
+            row(score, i, "score", path)?,
+            row(done, i, "done", path)?,
         );
         for (key, len) in [
             ("obs", o.len()),
@@ -157,17 +159,11 @@ pub fn low_level(path: &Path) -> Result<Vec<Sys2Transition>> {
             .map_or(prompt, |(_, g)| g)
             .trim()
             .to_owned();
-        let row = |v: &[Value], key: &str| -> Result<Vec<Value>> {
-            at(v, j, key, path)?
-                .as_array()
-                .cloned()
-                .ok_or_else(|| DataError::file(path, format!("`{key}[{j}]` is not a list")))
-        };
         let (o, a, r, d) = (
-            row(obs, "obs")?,
-            row(action, "action")?,
-            row(reward, "reward")?,
-            row(done, "done")?,
+            row(obs, j, "obs", path)?,
+            row(action, j, "action", path)?,
+            row(reward, j, "reward", path)?,
+            row(done, j, "done", path)?,
         );
         if o.len() != a.len() + 1 {
             return Err(DataError::file(

@@ -75,13 +75,14 @@ pub struct Generated {
     pub problem: String,
     /// Draws rejected before this one.
     pub rejected: usize,
+    /// `problem`, loaded (the acceptance check built it already).
+    game: Game,
 }
 
 impl Generated {
-    /// The playable game.
+    /// The playable game (parsed back from `problem` when the draw was checked).
     pub fn game(&self) -> Result<Game, String> {
-        let p = Problem::parse(&self.problem)?;
-        Game::from_problem(&p, self.task.clone(), Some(self.spec.clone()))
+        Ok(self.game.clone())
     }
 }
 
@@ -299,21 +300,21 @@ pub fn generate(data: &AlfredData, split: Split, k: u64) -> Result<Generated, St
         let Some(n) = rng.choice(&scenes) else { break };
         let scene = &data.scenes[n];
         match draw(data, scene, tt, &mut rng) {
-            Ok((spec, task, problem)) => {
-                let g = Generated {
-                    split,
-                    k,
-                    scene: scene.number,
-                    spec,
-                    task,
-                    problem,
-                    rejected,
-                };
-                match check(&g) {
-                    Ok(()) => return Ok(g),
-                    Err(e) => last_err = e,
+            Ok((spec, task, problem)) => match check(&problem, &task, &spec) {
+                Ok(game) => {
+                    return Ok(Generated {
+                        split,
+                        k,
+                        scene: scene.number,
+                        spec,
+                        task,
+                        problem,
+                        rejected,
+                        game,
+                    });
                 }
-            }
+                Err(e) => last_err = e,
+            },
             Err(e) => last_err = e,
         }
     }
@@ -322,14 +323,17 @@ pub fn generate(data: &AlfredData, split: Split, k: u64) -> Result<Generated, St
     ))
 }
 
-/// A draw is kept if its goal does not hold yet and the expert reaches it.
-fn check(g: &Generated) -> Result<(), String> {
-    let game = std::sync::Arc::new(g.game()?);
-    let engine = Engine::new(game, Grammar::V04);
+/// A draw is kept if its goal does not hold yet and the expert reaches it; returns the
+/// loaded game (parsed back from the PDDL text, so what is played is what is exported).
+fn check(problem: &str, task: &str, spec: &TaskSpec) -> Result<Game, String> {
+    let p = Problem::parse(problem)?;
+    let game = Game::from_problem(&p, task.to_owned(), Some(spec.clone()))?;
+    let engine = Engine::new(std::sync::Arc::new(game), Grammar::V04);
     if engine.won() {
         return Err("goal holds at the start".into());
     }
-    expert::plan(&engine, &g.spec).map(|_| ())
+    expert::plan(&engine, spec)?;
+    Ok(engine.game().clone())
 }
 
 /// One draw: targets, placements, PDDL text.

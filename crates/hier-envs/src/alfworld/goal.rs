@@ -245,17 +245,18 @@ fn quantify(
     let Some(&(slot, dom)) = vars.first() else {
         return eval(body, g, s, slots);
     };
-    let values: Vec<Val> = match dom {
-        Domain::Agent => vec![Val::Agent],
-        Domain::Location => (0..g.locations.len()).map(Val::Location).collect(),
-        Domain::Receptacle => (0..g.receptacles.len()).map(Val::Receptacle).collect(),
-        Domain::Object => (0..g.objects.len()).map(Val::Object).collect(),
+    // Checked after every step: walk the domain by index rather than collecting it.
+    let (count, make): (usize, fn(usize) -> Val) = match dom {
+        Domain::Agent => (1, |_| Val::Agent),
+        Domain::Location => (g.locations.len(), Val::Location),
+        Domain::Receptacle => (g.receptacles.len(), Val::Receptacle),
+        Domain::Object => (g.objects.len(), Val::Object),
     };
-    for v in values {
-        if slots.len() <= slot {
-            slots.resize(slot + 1, Val::Agent);
-        }
-        slots[slot] = v;
+    if slots.len() <= slot {
+        slots.resize(slot + 1, Val::Agent);
+    }
+    for k in 0..count {
+        slots[slot] = make(k);
         let r = quantify(&vars[1..], body, g, s, slots, exists);
         if r == exists {
             return exists;
