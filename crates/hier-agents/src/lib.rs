@@ -6,19 +6,28 @@
 //! `hier-backbone`, `hier-rl-losses`, `hier-steer`, `hier-envs` and `hier-data`, and owns no
 //! environment internals and no loss mathematics.
 //!
-//! Status: the causal-LM pre-training of tiny backbones ([`pretrain`]), the shared optimiser
-//! and run bookkeeping ([`optim`], [`runlog`]), datasets from expert demonstrations
-//! ([`demos`]), model batches over backbone tokenizers ([`batching`]), LoRA fine-tuning of a
-//! named adapter ([`sft`]), the Multi² two-system batched rollout ([`multi2`]) and the
-//! evaluation arithmetic ([`metrics`]: 95 % intervals over seeds, difficulty terciles, token
-//! efficiency) exist; the
-//! System-2 RL trainers, evaluation and `reproduce table1` come with the Multi² issue.
+//! Pieces: causal-LM pre-training of tiny backbones ([`pretrain`]), datasets from expert
+//! demonstrations ([`demos`]) and each role's tokenised examples ([`roles`]), LoRA SFT
+//! ([`sft`]), System-2 offline and online RL ([`offline_rl`], [`online_rl`], sharing the
+//! critic pieces of [`sys2`]), the Multi² and flat rollouts ([`multi2`], [`flat`]), evaluation
+//! ([`eval`], [`metrics`]), and the `reproduce table1` pipeline with its outputs ([`table1`],
+//! [`table1_report`], [`figures`]). The remaining baselines, the ablations and the steering
+//! supervisor come with later issues.
 
 pub mod batching;
 pub mod demos;
+pub mod eval;
+pub mod figures;
+pub mod flat;
 pub mod metrics;
 pub mod multi2;
+pub mod offline_rl;
+pub mod online_rl;
 pub mod optim;
 pub mod pretrain;
+pub mod roles;
 pub mod runlog;
 pub mod sft;
+pub mod sys2;
+pub mod table1;
+pub mod table1_report;

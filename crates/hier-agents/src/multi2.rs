@@ -36,6 +36,33 @@ pub struct BackbonePolicy<'a> {
     /// A reply ends at the first of these (the authors' roles answer one line).
     pub stop_strings: Vec<String>,
     pub stop_tokens: Vec<u32>,
+    /// Prompts longer than this many tokens are cut by [`crate::roles::fit_prompt`] (as in
+    /// training); `None` keeps them whole.
+    pub max_prompt: Option<usize>,
+    /// Calls answered so far: call `k` samples with seed `sampling.seed + k`, so successive
+    /// steps draw fresh randomness while a run stays reproducible.
+    pub calls: u64,
+}
+
+impl<'a> BackbonePolicy<'a> {
+    /// A role answering one line ([`crate::roles::STOP`]) with `adapter`.
+    pub fn new(
+        lm: &'a CausalLm,
+        tokenizer: &'a Tokenizer,
+        adapter: Option<AdapterId>,
+        sampling: SamplingConfig,
+    ) -> Self {
+        Self {
+            lm,
+            tokenizer,
+            adapter,
+            sampling,
+            stop_strings: vec![crate::roles::STOP.into()],
+            stop_tokens: Vec::new(),
+            max_prompt: None,
+            calls: 0,
+        }
+    }
 }
 
 impl TextPolicy for BackbonePolicy<'_> {
@@ -43,8 +70,12 @@ impl TextPolicy for BackbonePolicy<'_> {
         let requests = prompts
             .iter()
             .map(|p| {
+                let mut prompt = self.tokenizer.encode(p, false).map_err(|e| e.to_string())?;
+                if let Some(budget) = self.max_prompt {
+                    crate::roles::fit_prompt(&mut prompt, budget);
+                }
                 Ok(GenerationRequest {
-                    prompt: self.tokenizer.encode(p, false).map_err(|e| e.to_string())?,
+                    prompt,
                     stop_tokens: self.stop_tokens.clone(),
                     stop_strings: self.stop_strings.clone(),
                 })
@@ -52,9 +83,14 @@ impl TextPolicy for BackbonePolicy<'_> {
             .collect::<Result<Vec<_>, String>>()?;
         let tok = self.tokenizer;
         let decode = |ids: &[u32]| tok.decode(ids, true).unwrap_or_default();
+        let sampling = SamplingConfig {
+            seed: self.sampling.seed.wrapping_add(self.calls),
+            ..self.sampling.clone()
+        };
+        self.calls += 1;
         let outs = self
             .lm
-            .generate(&requests, &self.sampling, self.adapter, Some(&decode))
+            .generate(&requests, &sampling, self.adapter, Some(&decode))
             .map_err(|e| e.to_string())?;
         outs.into_iter()
             .map(|g| {
@@ -121,6 +157,29 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// An episode of `task` on environment `env` that has just been reset to `reset`.
+    pub fn start(env: &str, task: &hier_envs::Task, reset: hier_envs::Reset, origin: &str) -> Self {
+        Self {
+            episode: Episode {
+                source: format!("{env}/{task}"),
+                task: reset.description,
+                observations: vec![reset.observation],
+                actions: Vec::new(),
+                rewards: Vec::new(),
+                scores: Vec::new(),
+                done: false,
+                success: false,
+                origin: origin.into(),
+            },
+            subgoals: Vec::new(),
+            flags: Vec::new(),
+            sys1_calls: 0,
+            sys2_calls: 0,
+            prompt_tokens: 0,
+            generated_tokens: 0,
+        }
+    }
+
     pub fn tokens(&self) -> usize {
         self.prompt_tokens + self.generated_tokens
     }
@@ -155,25 +214,7 @@ pub fn rollout(
     for (env, task) in envs.iter_mut().zip(tasks) {
         let r = env.reset(task).map_err(|e| format!("reset {task}: {e}"))?;
         live.push(Live {
-            trace: Trace {
-                episode: Episode {
-                    source: format!("{}/{task}", env.name()),
-                    task: r.description,
-                    observations: vec![r.observation],
-                    actions: Vec::new(),
-                    rewards: Vec::new(),
-                    scores: Vec::new(),
-                    done: false,
-                    success: false,
-                    origin: origin.into(),
-                },
-                subgoals: Vec::new(),
-                flags: Vec::new(),
-                sys1_calls: 0,
-                sys2_calls: 0,
-                prompt_tokens: 0,
-                generated_tokens: 0,
-            },
+            trace: Trace::start(env.name(), task, r, origin),
             subgoal: None,
             current: Vec::new(),
             previous: Vec::new(),
@@ -289,27 +330,28 @@ mod tests {
         };
         let device = hier_backbone::burn::tensor::Device::flex();
         let lm = CausalLm::random(cfg.model_config().unwrap(), 7, &device).unwrap();
-        let mut role = BackbonePolicy {
-            lm: &lm,
-            tokenizer: &tokenizer,
-            adapter: None,
-            sampling: SamplingConfig {
-                temperature: 0.7,
-                top_p: Some(0.9),
-                top_k: Some(50),
-                seed: 3,
-                ..SamplingConfig::greedy(12)
-            },
-            stop_strings: vec!["\n".into()],
-            stop_tokens: Vec::new(),
+        let sampling = SamplingConfig {
+            temperature: 0.7,
+            top_p: Some(0.9),
+            top_k: Some(50),
+            seed: 3,
+            ..SamplingConfig::greedy(12)
         };
+        let mut role = BackbonePolicy::new(&lm, &tokenizer, None, sampling.clone());
         let prompts = vec![
             "Subtask: find mug\nObs: hello\nAction: ".to_owned(),
             "look".to_owned(),
         ];
         let a = role.reply(&prompts).unwrap();
-        let b = role.reply(&prompts).unwrap();
+        let a2 = role.reply(&prompts).unwrap();
+        let mut again = BackbonePolicy::new(&lm, &tokenizer, None, sampling);
+        let b = again.reply(&prompts).unwrap();
         assert_eq!(a, b, "same seed, same replies");
+        assert_eq!(
+            a2,
+            again.reply(&prompts).unwrap(),
+            "the k-th call is seeded too"
+        );
         for (r, p) in a.iter().zip(&prompts) {
             assert_eq!(r.prompt_tokens, tokenizer.encode(p, false).unwrap().len());
             assert!(r.generated_tokens >= 1 && r.generated_tokens <= 12);

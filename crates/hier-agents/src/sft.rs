@@ -89,7 +89,7 @@ impl SftConfig {
 }
 
 /// One training pair, already tokenised.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SftExample {
     pub prompt: Vec<u32>,
     pub target: Vec<u32>,

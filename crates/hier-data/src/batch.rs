@@ -34,6 +34,19 @@ pub fn executor_prompt(subgoal: &str, observation: &str) -> String {
     )
 }
 
+/// How many of the latest actions a flat policy's prompt shows.
+pub const FLAT_HISTORY: usize = 5;
+
+/// A flat (one-level) policy's prompt: the task, its latest [`FLAT_HISTORY`] actions and the
+/// current observation. The flat baselines train and act with this one function.
+pub fn flat_prompt(task: &str, actions: &[String], observation: &str) -> String {
+    let recent = &actions[actions.len().saturating_sub(FLAT_HISTORY)..];
+    format!(
+        "You are the agent. Give the next action for the task.\nTask: {task}\nPrevious actions: [{}]\nObs: {observation}\nAction: ",
+        recent.join("; ")
+    )
+}
+
 /// The planner's prompt of a System-1 record.
 pub fn sys1_prompt(r: &Sys1Record) -> String {
     planner_prompt(&r.task, &r.group_action, &r.observation)

@@ -1,0 +1,272 @@
+//! PNG figures of `reproduce table1` (plotters, bitmap backend): success per column and
+//! method with 95 % intervals, success by difficulty, and the offline → online learning curve.
+//!
+//! Text needs a TrueType font, read at run time (nothing is committed or downloaded): the file
+//! named by `HIER_FONT`, else the first of the usual system locations of DejaVu Sans /
+//! Liberation Sans / Arial. Without one, no figure is drawn and `figures/NO_FONT.txt` says why
+//! (the tables are complete either way).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use hier_envs::Split;
+use plotters::prelude::*;
+
+use crate::online_rl::CurvePoint;
+use crate::table1::{Cell, Profile, Result};
+
+const FONT_PATHS: [&str; 6] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/System/Library/Fonts/Supplemental/Arial.ttf",
+    "C:\\Windows\\Fonts\\arial.ttf",
+];
+
+fn font_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("HIER_FONT") {
+        return Some(PathBuf::from(p));
+    }
+    FONT_PATHS.iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+/// Registers the font once per process; `Err` explains why figures cannot be drawn.
+fn ensure_font() -> std::result::Result<(), String> {
+    static DONE: std::sync::OnceLock<std::result::Result<(), String>> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| {
+        let path = font_path().ok_or_else(|| {
+            format!("no TrueType font found (set HIER_FONT, or install one of {FONT_PATHS:?})")
+        })?;
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        // plotters keeps fonts for the life of the process.
+        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+            .map_err(|_| format!("{}: not a usable TrueType font", path.display()))
+    })
+    .clone()
+}
+
+const PALETTE: [RGBColor; 4] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+];
+
+/// Draws every figure into `<out>/figures/`.
+pub fn draw_all(
+    out: &Path,
+    profile: &Profile,
+    cells: &[Cell],
+    curves: &BTreeMap<String, Vec<CurvePoint>>,
+) -> Result<()> {
+    let dir = out.join("figures");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if let Err(why) = ensure_font() {
+        tracing::warn!("figures not drawn: {why}");
+        let text = format!(
+            "Figures were not drawn: {why}.\nThe tables (table1.md/json/csv) are complete.\n"
+        );
+        return hier_backbone::write_atomic(&dir.join("NO_FONT.txt"), text.as_bytes())
+            .map_err(|e| e.to_string());
+    }
+    let e = |e: Box<dyn std::error::Error>| format!("drawing figures: {e}");
+    success_bars(&dir.join("success.png"), profile, cells).map_err(e)?;
+    difficulty_bars(&dir.join("difficulty.png"), profile, cells).map_err(e)?;
+    if !curves.is_empty() {
+        learning_curve(&dir.join("learning_curve.png"), curves).map_err(e)?;
+    }
+    Ok(())
+}
+
+/// One bar series: its name and `(value, 95 % half-width)` per group.
+type Series = (String, Vec<(f64, Option<f64>)>);
+
+type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
+
+fn column_label(env: &str, split: Split) -> String {
+    let short = match env {
+        "scienceworld" => "SciW",
+        "alfworld" => "ALFW",
+        "textcraft" => "TextCraft",
+        other => other,
+    };
+    if env == "textcraft" {
+        short.into()
+    } else {
+        format!("{short} {split:?}")
+            .replace("Id", "ID")
+            .replace("Ood", "OOD")
+    }
+}
+
+/// Grouped bars: one group per (env, split), one bar per method, whiskers = 95 % interval.
+fn grouped_bars(path: &Path, title: &str, groups: &[String], series: &[Series]) -> Drawn {
+    let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let n = groups.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(48)
+        .build_cartesian_2d(0f64..n, 0f64..100f64)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc("success %")
+        .x_labels(groups.len().max(1))
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            groups.get(i).cloned().unwrap_or_default()
+        })
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    let k = series.len().max(1) as f64;
+    let width = 0.8 / k;
+    for (s, (name, values)) in series.iter().enumerate() {
+        let color = PALETTE[s % PALETTE.len()];
+        chart
+            .draw_series(
+                values
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (v, _))| v.is_finite())
+                    .map(|(g, (v, _))| {
+                        let x0 = g as f64 + 0.1 + s as f64 * width;
+                        Rectangle::new([(x0, 0.0), (x0 + width * 0.9, *v)], color.filled())
+                    }),
+            )?
+            .label(name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+        chart.draw_series(values.iter().enumerate().filter_map(|(g, (v, h))| {
+            let h = (*h)?;
+            let x = g as f64 + 0.1 + (s as f64 + 0.45) * width;
+            Some(PathElement::new(
+                vec![(x, (v - h).max(0.0)), (x, (v + h).min(100.0))],
+                BLACK.stroke_width(2),
+            ))
+        }))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+fn success_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
+    let mut cols: Vec<(String, Split)> = Vec::new();
+    for c in cells {
+        if !cols.iter().any(|(e, s)| *e == c.env && *s == c.split) {
+            cols.push((c.env.clone(), c.split));
+        }
+    }
+    let groups: Vec<String> = cols.iter().map(|(e, s)| column_label(e, *s)).collect();
+    let series: Vec<Series> = profile
+        .methods
+        .iter()
+        .map(|m| {
+            let v = cols
+                .iter()
+                .map(|(e, s)| {
+                    cells
+                        .iter()
+                        .find(|c| &c.method == m && &c.env == e && c.split == *s)
+                        .map_or((f64::NAN, None), |c| {
+                            (c.summary.success.mean, c.summary.success.half_width)
+                        })
+                })
+                .collect();
+            (m.clone(), v)
+        })
+        .collect();
+    grouped_bars(
+        path,
+        &format!(
+            "Success per split (profile {}), 95% intervals over seeds",
+            profile.name
+        ),
+        &groups,
+        &series,
+    )
+}
+
+fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
+    let groups: Vec<String> = ["Easy", "Medium", "Hard"].map(String::from).to_vec();
+    let series: Vec<Series> = profile
+        .methods
+        .iter()
+        .map(|m| {
+            let v = groups
+                .iter()
+                .map(|d| {
+                    let xs: Vec<f64> = cells
+                        .iter()
+                        .filter(|c| &c.method == m)
+                        .filter_map(|c| c.summary.by_difficulty.get(d).copied())
+                        .collect();
+                    if xs.is_empty() {
+                        (f64::NAN, None)
+                    } else {
+                        (xs.iter().sum::<f64>() / xs.len() as f64, None)
+                    }
+                })
+                .collect();
+            (m.clone(), v)
+        })
+        .collect();
+    grouped_bars(
+        path,
+        "Success by difficulty (terciles of expert path length; mean over splits)",
+        &groups,
+        &series,
+    )
+}
+
+fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Drawn {
+    let root = BitMapBackend::new(path, (800, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let n = curves.values().map(Vec::len).max().unwrap_or(1).max(2);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "Multi²: offline → online (success of training rollouts)",
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(48)
+        .build_cartesian_2d(0f64..(n - 1) as f64, 0f64..100f64)?;
+    chart
+        .configure_mesh()
+        .x_desc("online iteration (0 = offline policy)")
+        .y_desc("success %")
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    for (i, (env, points)) in curves.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        chart
+            .draw_series(LineSeries::new(
+                points
+                    .iter()
+                    .map(|p| (p.iteration as f64, 100.0 * p.success_rate)),
+                color.stroke_width(2),
+            ))?
+            .label(env.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

@@ -1,0 +1,234 @@
+//! The outputs of `reproduce table1`: `table1.md` (ours, then the paper's numbers in a
+//! separate, labelled table), `table1.json` (everything), `table1.csv` (one row per cell) and
+//! the figures.
+
+use std::collections::BTreeMap;
+
+use hier_envs::Split;
+use serde::Serialize;
+
+use crate::metrics::token_efficiency;
+use crate::online_rl::CurvePoint;
+use crate::table1::{Cell, Profile, Result, RunConfig, StageRecord, write_json};
+
+/// The paper's Table 1 (success %, Llama-3.1 8B Instruct; METHODS.md A.2): `(method, SciW ID,
+/// SciW OOD, ALFW ID, ALFW OOD, TextCraft)`. Shown beside ours, never mixed into our columns.
+pub const PAPER_LLAMA_8B: [(&str, [f64; 5]); 6] = [
+    ("ReAct", [23.23, 10.30, 6.72, 7.46, 9.00]),
+    ("Reflexion", [23.20, 6.97, 35.71, 29.29, 11.00]),
+    ("ADaPT", [26.20, 12.27, 11.54, 6.41, 5.00]),
+    ("GRPO", [25.79, 4.61, 8.57, 7.50, 5.50]),
+    ("Glider", [60.48, 34.36, 43.57, 37.86, 9.50]),
+    ("Multi²", [67.61, 30.68, 57.86, 56.43, 35.60]),
+];
+
+/// Columns in the paper's order.
+const COLUMNS: [(&str, Split, &str); 5] = [
+    ("scienceworld", Split::Id, "SciW ID"),
+    ("scienceworld", Split::Ood, "SciW OOD"),
+    ("alfworld", Split::Id, "ALFW ID"),
+    ("alfworld", Split::Ood, "ALFW OOD"),
+    ("textcraft", Split::Id, "TextCraft"),
+];
+
+fn method_label(m: &str) -> &str {
+    match m {
+        "multi2" => "Multi²",
+        "flat-sft" => "Flat SFT",
+        "glider" => "Glider (offline phases)",
+        other => other,
+    }
+}
+
+#[derive(Serialize)]
+struct Json<'a> {
+    profile: &'a Profile,
+    commit: Option<String>,
+    wall_seconds: f64,
+    cells: &'a [Cell],
+    token_efficiency_vs_flat_sft: BTreeMap<String, f64>,
+    learning_curves: &'a BTreeMap<String, Vec<CurvePoint>>,
+    stages: &'a [StageRecord],
+    paper_llama_3_1_8b: Vec<(&'static str, [f64; 5])>,
+}
+
+fn commit() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Writes `table1.{md,json,csv}` and the figures into `cfg.out`.
+pub fn write(
+    profile: &Profile,
+    cfg: &RunConfig,
+    cells: &[Cell],
+    curves: &BTreeMap<String, Vec<CurvePoint>>,
+    stages: &[StageRecord],
+    wall_seconds: f64,
+) -> Result<()> {
+    let find = |m: &str, env: &str, split: Split| {
+        cells
+            .iter()
+            .find(|c| c.method == m && c.env == env && c.split == split)
+    };
+    // Token efficiency (success per token) relative to flat SFT on the same column.
+    let mut eff = BTreeMap::new();
+    for c in cells {
+        if let Some(r) = find("flat-sft", &c.env, c.split) {
+            let e = token_efficiency(
+                c.summary.success.mean,
+                c.summary.mean_tokens,
+                r.summary.success.mean,
+                r.summary.mean_tokens,
+            );
+            eff.insert(format!("{}/{}/{:?}", c.method, c.env, c.split), e);
+        }
+    }
+    let commit = commit();
+    let mut md = String::new();
+    md.push_str(&format!(
+        "# Table 1 — profile `{}`\n\nCommit `{}`, wall time {:.1} min (stages done before this run count as 0), evaluation seeds {:?}, at most {} tasks per split.\n\n",
+        profile.name,
+        commit.as_deref().unwrap_or("unknown"),
+        wall_seconds / 60.0,
+        profile.eval.seeds,
+        profile.eval.tasks_per_split
+    ));
+    md.push_str("## Ours: success % (mean over seeds ± 95 % t-interval half-width)\n\n");
+    md.push_str("| Method |");
+    for (_, _, label) in COLUMNS {
+        md.push_str(&format!(" {label} |"));
+    }
+    md.push_str("\n|---|---|---|---|---|---|\n");
+    for m in &profile.methods {
+        md.push_str(&format!("| {} |", method_label(m)));
+        for (env, split, _) in COLUMNS {
+            let cell = if !profile.envs.iter().any(|e| e == env) {
+                "not run".to_owned()
+            } else {
+                match find(m, env, split) {
+                    Some(c) => match c.summary.success.half_width {
+                        Some(h) => format!("{:.1} ± {:.1}", c.summary.success.mean, h),
+                        None => format!("{:.1}", c.summary.success.mean),
+                    },
+                    None => "—".to_owned(),
+                }
+            };
+            md.push_str(&format!(" {cell} |"));
+        }
+        md.push('\n');
+    }
+    md.push_str("\n## Tokens per episode and token efficiency (success per token, flat SFT = 1)\n\n| Method | Column | Episodes | Tokens/episode | Steps/episode | Efficiency | Easy / Medium / Hard success % |\n|---|---|---|---|---|---|---|\n");
+    for c in cells {
+        let label = COLUMNS
+            .iter()
+            .find(|(e, s, _)| *e == c.env && *s == c.split)
+            .map_or("?", |x| x.2);
+        let diff: Vec<String> = ["Easy", "Medium", "Hard"]
+            .iter()
+            .map(|d| {
+                c.summary
+                    .by_difficulty
+                    .get(*d)
+                    .map_or("—".into(), |v| format!("{v:.0}"))
+            })
+            .collect();
+        md.push_str(&format!(
+            "| {} | {label} | {} | {:.0} | {:.1} | {} | {} |\n",
+            method_label(&c.method),
+            c.summary.episodes,
+            c.summary.mean_tokens,
+            c.summary.mean_steps,
+            eff.get(&format!("{}/{}/{:?}", c.method, c.env, c.split))
+                .filter(|v| v.is_finite())
+                .map_or("—".into(), |v| format!("{v:.2}")),
+            diff.join(" / ")
+        ));
+    }
+    if !curves.is_empty() {
+        md.push_str("\n## Offline → online learning curve (Multi², success % of the training rollouts; iteration 0 = the offline policy)\n\n| Env | ");
+        let n = curves.values().map(Vec::len).max().unwrap_or(0);
+        md.push_str(
+            &(0..n)
+                .map(|i| format!("it {i}"))
+                .collect::<Vec<_>>()
+                .join(" | "),
+        );
+        md.push_str(" |\n|---|");
+        md.push_str(&"---|".repeat(n));
+        md.push('\n');
+        for (env, c) in curves {
+            md.push_str(&format!("| {env} | "));
+            md.push_str(
+                &c.iter()
+                    .map(|p| format!("{:.0}", 100.0 * p.success_rate))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            );
+            md.push_str(" |\n");
+        }
+    }
+    md.push_str("\n## The paper's numbers (Llama-3.1 8B Instruct backbone; not ours)\n\n| Method | SciW ID | SciW OOD | ALFW ID | ALFW OOD | TextCraft |\n|---|---|---|---|---|---|\n");
+    for (m, v) in PAPER_LLAMA_8B {
+        md.push_str(&format!(
+            "| {m} (paper) | {} |\n",
+            v.map(|x| format!("{x:.2}")).join(" | ")
+        ));
+    }
+    md.push_str(&format!(
+        "\nOur backbone: {}. Glider here runs its offline phases (shared adapter, SFT on both levels, then advantage-weighted offline RL of the low level); its online high-level phase is not built yet. Stages: {} ({} reused from an earlier run).\n",
+        match &profile.backbone {
+            crate::table1::BackboneSpec::Pretrain { model, .. } => format!(
+                "a {}-layer, {}-wide Llama-style model pre-trained from scratch on the environments' expert text",
+                model.num_hidden_layers, model.hidden_size
+            ),
+            crate::table1::BackboneSpec::Hf { path } => format!("the checkpoint at `{}`", path.display()),
+        },
+        stages.len(),
+        stages.iter().filter(|s| s.cached).count()
+    ));
+    hier_backbone::write_atomic(&cfg.out.join("table1.md"), md.as_bytes())
+        .map_err(|e| e.to_string())?;
+
+    let mut csv = String::from(
+        "method,env,split,success_mean,success_half_width,seeds,episodes,mean_tokens,mean_steps\n",
+    );
+    for c in cells {
+        csv.push_str(&format!(
+            "{},{},{:?},{:.4},{},{},{},{:.1},{:.2}\n",
+            c.method,
+            c.env,
+            c.split,
+            c.summary.success.mean,
+            c.summary
+                .success
+                .half_width
+                .map_or(String::new(), |h| format!("{h:.4}")),
+            c.summary.success.n,
+            c.summary.episodes,
+            c.summary.mean_tokens,
+            c.summary.mean_steps
+        ));
+    }
+    hier_backbone::write_atomic(&cfg.out.join("table1.csv"), csv.as_bytes())
+        .map_err(|e| e.to_string())?;
+    write_json(
+        &cfg.out.join("table1.json"),
+        &Json {
+            profile,
+            commit,
+            wall_seconds,
+            cells,
+            token_efficiency_vs_flat_sft: eff,
+            learning_curves: curves,
+            stages,
+            paper_llama_3_1_8b: PAPER_LLAMA_8B.to_vec(),
+        },
+    )?;
+    crate::figures::draw_all(&cfg.out, profile, cells, curves)
+}
