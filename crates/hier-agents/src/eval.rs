@@ -70,6 +70,9 @@ pub struct Summary {
     /// Success in percent: mean over seeds of each seed's success rate, 95 % t-interval.
     pub success: Estimate,
     pub episodes: usize,
+    /// Mean final score (task progress in `[0, 1]`, negative on ScienceWorld's failures):
+    /// the signal that is left when no episode succeeds.
+    pub mean_score: f64,
     pub mean_tokens: f64,
     pub mean_steps: f64,
     /// Success (%) by difficulty, over all seeds.
@@ -101,6 +104,7 @@ pub fn summarise(results: &[EpisodeResult]) -> Summary {
     Summary {
         success: estimate(&rates),
         episodes: results.len(),
+        mean_score: results.iter().map(|r| r.score).sum::<f64>() / n,
         mean_tokens: results.iter().map(|r| r.tokens as f64).sum::<f64>() / n,
         mean_steps: results.iter().map(|r| r.steps as f64).sum::<f64>() / n,
         by_difficulty,
@@ -133,6 +137,7 @@ mod tests {
         assert!((s.success.half_width.unwrap() - 12.706 * 35.355_339 / 2f64.sqrt()).abs() < 1e-3);
         assert_eq!(s.episodes, 4);
         assert_eq!(s.mean_tokens, 100.0);
+        assert_eq!(s.mean_score, 0.75);
         let tasks: Vec<Task> = (0..10).map(|i| Task::new("x", i)).collect();
         assert_eq!(
             spread(&tasks, 3)

@@ -240,11 +240,11 @@ fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Dr
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(48)
-        .build_cartesian_2d(0f64..(n - 1) as f64, 0f64..100f64)?;
+        .build_cartesian_2d(0f64..(n - 1) as f64, -20f64..100f64)?;
     chart
         .configure_mesh()
         .x_desc("online iteration (0 = offline policy)")
-        .y_desc("success %")
+        .y_desc("success % / score × 100")
         .label_style(("sans-serif", 14))
         .draw()?;
     for (i, (env, points)) in curves.iter().enumerate() {

@@ -160,7 +160,11 @@ pub struct StageRecord {
     pub name: String,
     pub dir: String,
     pub cached: bool,
+    /// Seconds spent in this invocation (≈0 when reused).
     pub seconds: f64,
+    /// Seconds the stage took when it ran (from its `DONE` stamp; `None` for stamps written
+    /// before the time was recorded).
+    pub ran_seconds: Option<f64>,
 }
 
 /// The outcome of a run.
@@ -221,14 +225,20 @@ impl Stages<'_> {
             std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             tracing::info!("stage {name}: running in {}", dir.display());
             work(&dir).map_err(|e| format!("stage {name}: {e}"))?;
-            let stamp = serde_json::to_string_pretty(&key).expect("serialises");
+            let stamp = serde_json::json!({"key": key, "seconds": t.elapsed().as_secs_f64()});
+            let stamp = serde_json::to_string_pretty(&stamp).expect("serialises");
             hier_backbone::write_atomic(&done, stamp.as_bytes()).map_err(|e| e.to_string())?;
             self.ran += 1;
         } else {
             tracing::info!("stage {name}: done before ({})", dir.display());
         }
+        let ran_seconds = std::fs::read_to_string(&done)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["seconds"].as_f64());
         self.records.push(StageRecord {
             name: name.into(),
+            ran_seconds,
             dir: dir
                 .strip_prefix(&self.cfg.out)
                 .unwrap_or(&dir)

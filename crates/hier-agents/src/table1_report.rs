@@ -123,7 +123,7 @@ pub fn write(
         }
         md.push('\n');
     }
-    md.push_str("\n## Tokens per episode and token efficiency (success per token, flat SFT = 1)\n\n| Method | Column | Episodes | Tokens/episode | Steps/episode | Efficiency | Easy / Medium / Hard success % |\n|---|---|---|---|---|---|---|\n");
+    md.push_str("\n## Tokens per episode and token efficiency (success per token, flat SFT = 1)\n\n| Method | Column | Episodes | Mean final score | Tokens/episode | Steps/episode | Efficiency | Easy / Medium / Hard success % |\n|---|---|---|---|---|---|---|---|\n");
     for c in cells {
         let label = COLUMNS
             .iter()
@@ -139,9 +139,10 @@ pub fn write(
             })
             .collect();
         md.push_str(&format!(
-            "| {} | {label} | {} | {:.0} | {:.1} | {} | {} |\n",
+            "| {} | {label} | {} | {:.3} | {:.0} | {:.1} | {} | {} |\n",
             method_label(&c.method),
             c.summary.episodes,
+            c.summary.mean_score,
             c.summary.mean_tokens,
             c.summary.mean_steps,
             eff.get(&format!("{}/{}/{:?}", c.method, c.env, c.split))
@@ -151,7 +152,7 @@ pub fn write(
         ));
     }
     if !curves.is_empty() {
-        md.push_str("\n## Offline → online learning curve (Multi², success % of the training rollouts; iteration 0 = the offline policy)\n\n| Env | ");
+        md.push_str("\n## Offline → online learning curve (Multi², success % / mean final score of the training rollouts; iteration 0 = the offline policy)\n\n| Env | ");
         let n = curves.values().map(Vec::len).max().unwrap_or(0);
         md.push_str(
             &(0..n)
@@ -166,7 +167,7 @@ pub fn write(
             md.push_str(&format!("| {env} | "));
             md.push_str(
                 &c.iter()
-                    .map(|p| format!("{:.0}", 100.0 * p.success_rate))
+                    .map(|p| format!("{:.0} / {:.3}", 100.0 * p.success_rate, p.mean_score))
                     .collect::<Vec<_>>()
                     .join(" | "),
             );
@@ -181,7 +182,10 @@ pub fn write(
         ));
     }
     md.push_str(&format!(
-        "\nOur backbone: {}. Glider here runs its offline phases (shared adapter, SFT on both levels, then advantage-weighted offline RL of the low level); its online high-level phase is not built yet. Stages: {} ({} reused from an earlier run).\n",
+        "\nStage compute time as recorded when each stage ran: {:.1} min over {} stages ({} without a recorded time).\n\nOur backbone: {}. Glider here runs its offline phases (shared adapter, SFT on both levels, then advantage-weighted offline RL of the low level); its online high-level phase is not built yet. Stages: {} ({} reused from an earlier run).\n",
+        stages.iter().filter_map(|s| s.ran_seconds).sum::<f64>() / 60.0,
+        stages.len(),
+        stages.iter().filter(|s| s.ran_seconds.is_none()).count(),
         match &profile.backbone {
             crate::table1::BackboneSpec::Pretrain { model, .. } => format!(
                 "a {}-layer, {}-wide Llama-style model pre-trained from scratch on the environments' expert text",
@@ -196,11 +200,11 @@ pub fn write(
         .map_err(|e| e.to_string())?;
 
     let mut csv = String::from(
-        "method,env,split,success_mean,success_half_width,seeds,episodes,mean_tokens,mean_steps\n",
+        "method,env,split,success_mean,success_half_width,seeds,episodes,mean_score,mean_tokens,mean_steps\n",
     );
     for c in cells {
         csv.push_str(&format!(
-            "{},{},{:?},{:.4},{},{},{},{:.1},{:.2}\n",
+            "{},{},{:?},{:.4},{},{},{},{:.4},{:.1},{:.2}\n",
             c.method,
             c.env,
             c.split,
@@ -211,6 +215,7 @@ pub fn write(
                 .map_or(String::new(), |h| format!("{h:.4}")),
             c.summary.success.n,
             c.summary.episodes,
+            c.summary.mean_score,
             c.summary.mean_tokens,
             c.summary.mean_steps
         ));

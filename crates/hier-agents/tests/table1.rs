@@ -81,4 +81,11 @@ fn smoke_profile_runs_every_stage_and_resumes_after_an_interruption() {
     // A third run reuses everything.
     let third = run(&profile, &cfg).unwrap();
     assert!(third.stages.iter().all(|s| s.cached));
+    // Each stage's own run time survives in its DONE stamp.
+    assert!(
+        third
+            .stages
+            .iter()
+            .all(|s| s.ran_seconds.is_some_and(|t| t >= 0.0))
+    );
 }
