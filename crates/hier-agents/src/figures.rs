@@ -111,18 +111,27 @@ fn grouped_bars(path: &Path, title: &str, groups: &[String], series: &[Series]) 
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(48)
-        .build_cartesian_2d(0f64..n, 0f64..100f64)?;
+        .build_cartesian_2d(0f64..n, -8f64..100f64)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
         .y_desc("success %")
-        .x_labels(groups.len().max(1))
-        .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            groups.get(i).cloned().unwrap_or_default()
-        })
+        .x_labels(0)
         .label_style(("sans-serif", 14))
         .draw()?;
+    // Group names centred under their bars (below the zero line).
+    let centred = TextStyle::from(("sans-serif", 14).into_font()).pos(
+        plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Center,
+        ),
+    );
+    chart.draw_series(
+        groups
+            .iter()
+            .enumerate()
+            .map(|(g, name)| Text::new(name.clone(), (g as f64 + 0.5, -4.0), centred.clone())),
+    )?;
     let k = series.len().max(1) as f64;
     let width = 0.8 / k;
     for (s, (name, values)) in series.iter().enumerate() {
@@ -234,7 +243,7 @@ fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Dr
     let n = curves.values().map(Vec::len).max().unwrap_or(1).max(2);
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            "Multi²: offline → online (success of training rollouts)",
+            "Multi² offline → online: success % (solid), mean score × 100 (dashed)",
             ("sans-serif", 20),
         )
         .margin(12)
@@ -244,6 +253,8 @@ fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Dr
     chart
         .configure_mesh()
         .x_desc("online iteration (0 = offline policy)")
+        .x_labels(n)
+        .x_label_formatter(&|x| format!("{x:.0}"))
         .y_desc("success % / score × 100")
         .label_style(("sans-serif", 14))
         .draw()?;
@@ -260,6 +271,14 @@ fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Dr
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
             });
+        chart.draw_series(DashedLineSeries::new(
+            points
+                .iter()
+                .map(|p| (p.iteration as f64, 100.0 * p.mean_score)),
+            6,
+            4,
+            color.stroke_width(2),
+        ))?;
     }
     chart
         .configure_series_labels()
