@@ -79,7 +79,7 @@ pub struct OnlineRlConfig {
     pub executor_top_p: f32,
     pub executor_top_k: usize,
     pub executor_max_tokens: usize,
-    /// Prompt tokens kept at most (cut from the left).
+    /// Tokens per example at most (over-long prompts lose their middle: `roles::fit_prompt`).
     pub max_len: usize,
     pub seed: u64,
 }

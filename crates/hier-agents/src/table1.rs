@@ -57,7 +57,7 @@ pub enum BackboneSpec {
 pub struct DataSpec {
     /// Training tasks played by the expert, spread over the train split.
     pub train_episodes: usize,
-    /// Tokens per example at most (prompts are cut from the left).
+    /// Tokens per example at most (over-long prompts lose their middle: `roles::fit_prompt`).
     pub max_len: usize,
 }
 
