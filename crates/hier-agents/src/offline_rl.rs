@@ -21,7 +21,7 @@
 use std::path::Path;
 
 use hier_backbone::burn::optim::GradientsParams;
-use hier_backbone::{CausalLm, GenerationRequest, LoraConfig, SamplingConfig, TargetModule};
+use hier_backbone::{CausalLm, GenerationRequest, LoraConfig, SamplingConfig};
 use hier_rl_losses::{OfflineActorConfig, Reduction, offline_actor_loss};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::optim::clip_global_norm;
 use crate::roles::{RlExample, STOP};
-use crate::runlog::{append_line, keep_metrics_up_to, swap_in_dir};
+use crate::runlog::{append_line, keep_metrics_up_to, progress_bar, swap_in_dir};
 use crate::sft::{SftExample, add_seeded_adapter};
 use crate::sys2::{
     CriticConfig, Heads, Result, RlError, Sys2Optimizers, critic_step, forward_actions,
@@ -105,16 +105,8 @@ impl OfflineRlConfig {
     }
 
     pub(crate) fn lora(&self) -> Result<LoraConfig> {
-        let targets = self
-            .target_modules
-            .iter()
-            .map(|t| {
-                TargetModule::parse(t).ok_or_else(|| {
-                    RlError::Invalid(format!("offline rl: unknown target module `{t}`"))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(LoraConfig::new(self.r, self.alpha, &targets))
+        crate::sft::lora_config("offline rl", self.r, self.alpha, &self.target_modules)
+            .map_err(RlError::Invalid)
     }
 
     fn validate(&self) -> Result<()> {
@@ -207,21 +199,6 @@ pub(crate) fn pin_config(path: &Path, resolved: &str) -> Result<()> {
     } else {
         Ok(hier_backbone::write_atomic(path, resolved.as_bytes())?)
     }
-}
-
-pub(crate) fn progress_bar(show: bool, len: usize, what: &str) -> indicatif::ProgressBar {
-    let bar = if show {
-        indicatif::ProgressBar::new(len as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(&format!(
-            "{what} {{bar:30}} {{pos}}/{{len}} [{{elapsed_precise}}<{{eta_precise}}] {{msg}}"
-        ))
-        .expect("template"),
-    );
-    bar
 }
 
 /// Trains (or resumes) adapter `cfg.adapter` and the critic heads on `data`; `lm` must live on

@@ -31,10 +31,10 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::multi2::{BackbonePolicy, RolloutConfig, Trace, rollout};
-use crate::offline_rl::{RunOptions, pin_config, progress_bar};
+use crate::offline_rl::{RunOptions, pin_config};
 use crate::optim::clip_global_norm;
 use crate::roles::{RlExample, executor_rl_examples};
-use crate::runlog::{append_line, keep_metrics_up_to, swap_in_dir};
+use crate::runlog::{append_line, keep_metrics_up_to, progress_bar, swap_in_dir};
 use crate::sys2::{
     CriticConfig, Heads, Result, RlError, Sys2Optimizers, critic_step, forward_actions,
     next_state_values, save_checkpoint_parts,

@@ -1,4 +1,4 @@
-//! Bookkeeping every trainer shares: the learning-rate schedule, metric lines (JSONL) that a
+//! Bookkeeping every trainer shares: the learning-rate schedule, progress bars, metric lines (JSONL) that a
 //! resumed run trims back to its checkpoint, and checkpoint directories swapped in whole.
 
 use std::path::Path;
@@ -62,4 +62,20 @@ where
     std::fs::rename(&tmp, ckpt)?;
     let _ = std::fs::remove_dir_all(&old);
     Ok(())
+}
+
+/// A bar of `len` steps labelled `what` (hidden unless `show`).
+pub fn progress_bar(show: bool, len: usize, what: &str) -> indicatif::ProgressBar {
+    let bar = if show {
+        indicatif::ProgressBar::new(len as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{what} {{bar:30}} {{pos}}/{{len}} [{{elapsed_precise}}<{{eta_precise}}] {{msg}}"
+        ))
+        .expect("template"),
+    );
+    bar
 }

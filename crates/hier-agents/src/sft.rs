@@ -17,7 +17,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::optim::clip_global_norm;
-use crate::runlog::{append_line, cosine_lr, keep_metrics_up_to, swap_in_dir};
+use crate::runlog::{append_line, cosine_lr, keep_metrics_up_to, progress_bar, swap_in_dir};
 
 /// Errors of fine-tuning.
 #[derive(Debug, thiserror::Error)]
@@ -59,15 +59,7 @@ pub struct SftConfig {
 
 impl SftConfig {
     fn lora(&self) -> Result<LoraConfig> {
-        let targets = self
-            .target_modules
-            .iter()
-            .map(|t| {
-                TargetModule::parse(t)
-                    .ok_or_else(|| SftError::Invalid(format!("sft: unknown target module `{t}`")))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(LoraConfig::new(self.r, self.alpha, &targets))
+        lora_config("sft", self.r, self.alpha, &self.target_modules).map_err(SftError::Invalid)
     }
 
     fn validate(&self) -> Result<()> {
@@ -86,6 +78,32 @@ impl SftConfig {
         }
         self.lora().map(|_| ())
     }
+}
+
+/// The LoRA config of `r`, `alpha` and named target modules; `what` prefixes the error.
+pub fn lora_config(
+    what: &str,
+    r: usize,
+    alpha: f64,
+    target_modules: &[String],
+) -> std::result::Result<LoraConfig, String> {
+    let targets = target_modules
+        .iter()
+        .map(|t| {
+            TargetModule::parse(t).ok_or_else(|| format!("{what}: unknown target module `{t}`"))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(LoraConfig::new(r, alpha, &targets))
+}
+
+/// `(prompt, target)` pairs as requests to score the targets.
+pub fn score_requests(rows: &[SftExample]) -> Vec<ScoreRequest> {
+    rows.iter()
+        .map(|e| ScoreRequest {
+            prompt: e.prompt.clone(),
+            continuation: e.target.clone(),
+        })
+        .collect()
 }
 
 /// One training pair, already tokenised.
@@ -168,13 +186,7 @@ pub fn sft_loss(
     adapter: AdapterId,
     batch: &[SftExample],
 ) -> Result<hier_backbone::burn::tensor::Tensor<1>> {
-    let requests: Vec<ScoreRequest> = batch
-        .iter()
-        .map(|e| ScoreRequest {
-            prompt: e.prompt.clone(),
-            continuation: e.target.clone(),
-        })
-        .collect();
+    let requests = score_requests(batch);
     let out = lm.score(
         &requests,
         Forward {
@@ -251,18 +263,7 @@ pub fn train_adapter(
 
     let metrics = out.join("metrics.jsonl");
     keep_metrics_up_to(&metrics, start)?;
-    let bar = if opts.progress {
-        indicatif::ProgressBar::new(cfg.steps as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(&format!(
-            "sft {} {{bar:30}} {{pos}}/{{len}} [{{elapsed_precise}}<{{eta_precise}}] {{msg}}",
-            cfg.adapter
-        ))
-        .expect("template"),
-    );
+    let bar = progress_bar(opts.progress, cfg.steps, &format!("sft {}", cfg.adapter));
     bar.set_position(start as u64);
     let (mut first_loss, mut last_loss) = (f32::NAN, f32::NAN);
     let mut window = Vec::new();

@@ -14,9 +14,7 @@ use std::path::{Path, PathBuf};
 use hier_backbone::burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
 use hier_backbone::burn::tensor::{Device, Gradients, Tensor, TensorData};
 use hier_backbone::weights::HostTensor;
-use hier_backbone::{
-    AdapterId, Batch, CausalLm, Forward, ScoreRequest, ValueHead, gather_positions,
-};
+use hier_backbone::{AdapterId, Batch, CausalLm, Forward, ValueHead, gather_positions};
 use hier_rl_losses::{
     LossOutput, Reduction, action_logprobs, expectile_loss, polyak_update, td_loss,
 };
@@ -181,13 +179,7 @@ pub fn forward_actions(
     reduction: Reduction,
     train: bool,
 ) -> Result<ActionForward> {
-    let requests: Vec<ScoreRequest> = rows
-        .iter()
-        .map(|e| ScoreRequest {
-            prompt: e.prompt.clone(),
-            continuation: e.target.clone(),
-        })
-        .collect();
+    let requests = crate::sft::score_requests(rows);
     let out = lm.score(
         &requests,
         Forward {

@@ -695,7 +695,7 @@ fn evaluate(
         .flat_map(|(_, t, l)| t.iter().cloned().zip(l.iter().copied()))
         .collect();
     let mut envs = open_envs(env_name, spec.parallel.min(all.len()))?;
-    let bar = crate::offline_rl::progress_bar(
+    let bar = crate::runlog::progress_bar(
         progress,
         all.len() * spec.seeds.len(),
         &format!("eval {executor}"),
