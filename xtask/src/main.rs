@@ -36,7 +36,8 @@ enum Cmd {
         /// Only these environments (comma-separated; default: the profile's).
         #[arg(long, value_delimiter = ',')]
         envs: Option<Vec<String>>,
-        /// Only these methods (comma-separated: multi2, flat-sft, glider).
+        /// Only these methods (comma-separated: multi2, glider, grpo, react, reflexion, adapt,
+        /// flat-sft).
         #[arg(long, value_delimiter = ',')]
         methods: Option<Vec<String>>,
         /// Output directory (default `runs/table1-<profile>`); a rerun resumes there.
@@ -113,6 +114,12 @@ fn reproduce_table1(
     let mut p = Profile::from_file(&path).map_err(anyhow::Error::msg)?;
     if let Some(e) = envs {
         p.envs = e;
+        if let Some(a) = p.ablations.take_if(|a| !p.envs.contains(&a.env)) {
+            eprintln!(
+                "note: the ablations run on {}, which --envs leaves out; they are skipped",
+                a.env
+            );
+        }
     }
     if let Some(m) = methods {
         p.methods = m;

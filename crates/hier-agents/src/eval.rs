@@ -23,6 +23,9 @@ pub struct EpisodeResult {
     pub sys1_calls: usize,
     /// Length of the environment expert's solution (difficulty).
     pub expert_steps: Option<usize>,
+    /// Reflexion: success of the first trial (`success` is then pass@trials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass1: Option<bool>,
 }
 
 impl EpisodeResult {
@@ -37,6 +40,7 @@ impl EpisodeResult {
             tokens: trace.tokens(),
             sys1_calls: trace.sys1_calls,
             expert_steps,
+            pass1: None,
         }
     }
 }
@@ -77,6 +81,9 @@ pub struct Summary {
     pub mean_steps: f64,
     /// Success (%) by difficulty, over all seeds.
     pub by_difficulty: BTreeMap<String, f64>,
+    /// Reflexion: first-trial success % (pass@1) beside `success` (pass@trials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass1: Option<f64>,
 }
 
 /// Summarises episodes (any number of seeds).
@@ -101,7 +108,9 @@ pub fn summarise(results: &[EpisodeResult]) -> Summary {
         }
     }
     let n = results.len().max(1) as f64;
+    let first: Vec<bool> = results.iter().filter_map(|r| r.pass1).collect();
     Summary {
+        pass1: (!first.is_empty()).then(|| success_percent(&first)),
         success: estimate(&rates),
         episodes: results.len(),
         mean_score: results.iter().map(|r| r.score).sum::<f64>() / n,
@@ -125,6 +134,7 @@ mod tests {
             tokens: 100,
             sys1_calls: 1,
             expert_steps: Some(expert),
+            pass1: None,
         }
     }
 

@@ -1,5 +1,7 @@
 //! PNG figures of `reproduce table1` (plotters, bitmap backend): success per column and
-//! method with 95 % intervals, success by difficulty, and the offline → online learning curve.
+//! method with 95 % intervals, success by difficulty, the offline → online learning curve,
+//! token efficiency (success and mean score against tokens per episode, bubbles labelled with
+//! success per token relative to ReAct) and the ablation box plots.
 //!
 //! Text needs a TrueType font, read at run time (nothing is committed or downloaded): the file
 //! named by `HIER_FONT`, else the first of the usual system locations of DejaVu Sans /
@@ -14,6 +16,7 @@ use plotters::prelude::*;
 
 use crate::online_rl::CurvePoint;
 use crate::table1::{Cell, Profile, Result};
+use crate::table1_report::{AblationRow, method_label};
 
 const FONT_PATHS: [&str; 6] = [
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
@@ -47,11 +50,18 @@ fn ensure_font() -> std::result::Result<(), String> {
     .clone()
 }
 
-const PALETTE: [RGBColor; 4] = [
+/// Matplotlib's `tab10`.
+const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
 ];
 
 /// Draws every figure into `<out>/figures/`.
@@ -60,6 +70,8 @@ pub fn draw_all(
     profile: &Profile,
     cells: &[Cell],
     curves: &BTreeMap<String, Vec<CurvePoint>>,
+    efficiency: &BTreeMap<String, f64>,
+    ablations: &[AblationRow],
 ) -> Result<()> {
     let dir = out.join("figures");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -76,6 +88,16 @@ pub fn draw_all(
     difficulty_bars(&dir.join("difficulty.png"), profile, cells).map_err(e)?;
     if !curves.is_empty() {
         learning_curve(&dir.join("learning_curve.png"), curves).map_err(e)?;
+    }
+    token_efficiency(
+        &dir.join("token_efficiency.png"),
+        profile,
+        cells,
+        efficiency,
+    )
+    .map_err(e)?;
+    if !ablations.is_empty() {
+        ablation_boxes(&dir.join("ablations.png"), ablations).map_err(e)?;
     }
     Ok(())
 }
@@ -286,6 +308,191 @@ fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Dr
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
         .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// Success (left) and mean final score (right) against tokens per episode on the first column
+/// the paper's figure would use (ScienceWorld ID when it ran); each bubble is a method, labelled
+/// with its success per token relative to ReAct (`n/a` where undefined).
+fn token_efficiency(
+    path: &Path,
+    profile: &Profile,
+    cells: &[Cell],
+    efficiency: &BTreeMap<String, f64>,
+) -> Drawn {
+    let order = [
+        ("scienceworld", Split::Id),
+        ("alfworld", Split::Id),
+        ("textcraft", Split::Id),
+    ];
+    let Some((env, split)) = order
+        .into_iter()
+        .find(|(e, s)| cells.iter().any(|c| c.env == *e && c.split == *s))
+    else {
+        return Ok(());
+    };
+    let here: Vec<&Cell> = cells
+        .iter()
+        .filter(|c| c.env == env && c.split == split)
+        .collect();
+    let root = BitMapBackend::new(path, (1200, 520)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (left, right) = root.split_horizontally(600);
+    let max_tokens = here
+        .iter()
+        .map(|c| c.summary.mean_tokens)
+        .fold(1.0, f64::max)
+        * 1.15;
+    let panels: [(&DrawingArea<_, _>, &str, f64, f64); 2] = [
+        (&left, "success %", -5.0, 105.0),
+        (&right, "mean final score", -1.05, 1.05),
+    ];
+    for (k, (area, what, lo, hi)) in panels.into_iter().enumerate() {
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!("{} vs tokens ({})", what, column_label(env, split)),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(52)
+            .build_cartesian_2d(0f64..max_tokens, lo..hi)?;
+        chart
+            .configure_mesh()
+            .x_desc("tokens per episode")
+            .y_desc(what)
+            .label_style(("sans-serif", 13))
+            .draw()?;
+        for (i, m) in profile.methods.iter().enumerate() {
+            let Some(c) = here.iter().find(|c| &c.method == m) else {
+                continue;
+            };
+            let color = PALETTE[i % PALETTE.len()];
+            let y = if k == 0 {
+                c.summary.success.mean
+            } else {
+                c.summary.mean_score
+            };
+            let x = c.summary.mean_tokens;
+            let e = efficiency
+                .get(&format!("{m}/{env}/{split:?}"))
+                .map_or("n/a".to_owned(), |v| format!("{v:.2}"));
+            chart.draw_series(std::iter::once(Circle::new(
+                (x, y),
+                10,
+                color.mix(0.6).filled(),
+            )))?;
+            chart.draw_series(std::iter::once(Text::new(
+                format!("{} ({e})", method_label(m)),
+                (x, y + (hi - lo) * (0.03 + 0.035 * (i % 3) as f64)),
+                ("sans-serif", 13).into_font().color(&color),
+            )))?;
+        }
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// Quartiles by linear interpolation (NumPy's default).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let pos = q * (sorted.len() - 1) as f64;
+    let (i, f) = (pos.floor() as usize, pos.fract());
+    if i + 1 < sorted.len() {
+        sorted[i] * (1.0 - f) + sorted[i + 1] * f
+    } else {
+        sorted[i]
+    }
+}
+
+/// Box plots over training seeds, one box per variant (each seed's value is the mean over the
+/// splits): success % (top) and mean final score (bottom); whiskers span min–max, dots are
+/// the seeds.
+fn ablation_boxes(path: &Path, rows: &[AblationRow]) -> Drawn {
+    let mut pooled: Vec<AblationRow> = Vec::new();
+    for r in rows {
+        match pooled.iter_mut().find(|p| p.variant == r.variant) {
+            Some(p) => {
+                for (i, s) in r.seeds.iter().enumerate() {
+                    if let Some(j) = p.seeds.iter().position(|x| x == s) {
+                        p.success[j] = (p.success[j] + r.success[i]) / 2.0;
+                        p.mean_score[j] = (p.mean_score[j] + r.mean_score[i]) / 2.0;
+                    }
+                }
+            }
+            None => pooled.push(r.clone()),
+        }
+    }
+    let rows = &pooled[..];
+    let root = BitMapBackend::new(path, (1200, 800)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (top, bottom) = root.split_vertically(400);
+    let n = rows.len() as f64;
+    for (k, area) in [top, bottom].iter().enumerate() {
+        let (what, lo, hi) = if k == 0 {
+            ("success %", -5.0, 105.0)
+        } else {
+            ("mean final score", -1.05, 1.05)
+        };
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!("Ablations: {what} over training seeds"),
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(44)
+            .y_label_area_size(52)
+            .build_cartesian_2d(0f64..n, (lo - (hi - lo) * 0.1)..hi)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc(what)
+            .label_style(("sans-serif", 13))
+            .draw()?;
+        let below = TextStyle::from(("sans-serif", 11).into_font()).pos(
+            plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Center,
+                plotters::style::text_anchor::VPos::Top,
+            ),
+        );
+        for (i, r) in rows.iter().enumerate() {
+            let values = if k == 0 { &r.success } else { &r.mean_score };
+            let mut v = values.clone();
+            v.sort_by(f64::total_cmp);
+            let color = PALETTE[i % PALETTE.len()];
+            let x = i as f64 + 0.5;
+            let (q1, q2, q3) = (quantile(&v, 0.25), quantile(&v, 0.5), quantile(&v, 0.75));
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(x - 0.3, q1), (x + 0.3, q3)],
+                color.mix(0.35).filled(),
+            )))?;
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(x - 0.3, q1), (x + 0.3, q3)],
+                color.stroke_width(1),
+            )))?;
+            for seg in [
+                vec![(x - 0.3, q2), (x + 0.3, q2)],
+                vec![(x, v[0]), (x, q1)],
+                vec![(x, q3), (x, v[v.len() - 1])],
+            ] {
+                chart.draw_series(std::iter::once(PathElement::new(
+                    seg,
+                    BLACK.stroke_width(2),
+                )))?;
+            }
+            chart.draw_series(
+                values
+                    .iter()
+                    .map(|&y| Circle::new((x, y), 3, BLACK.filled())),
+            )?;
+            chart.draw_series(std::iter::once(Text::new(
+                r.variant.clone(),
+                (x, lo - (hi - lo) * 0.01),
+                below.clone(),
+            )))?;
+        }
+    }
     root.present()?;
     Ok(())
 }

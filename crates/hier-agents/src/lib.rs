@@ -14,17 +14,21 @@
 //! [`table1_report`], [`figures`]). The remaining baselines, the ablations and the steering
 //! supervisor come with later issues.
 
+pub mod adapt;
 pub mod batching;
 pub mod demos;
 pub mod eval;
 pub mod figures;
 pub mod flat;
+pub mod grpo;
 pub mod metrics;
 pub mod multi2;
 pub mod offline_rl;
 pub mod online_rl;
 pub mod optim;
 pub mod pretrain;
+pub mod react;
+pub mod reflexion;
 pub mod roles;
 pub mod runlog;
 pub mod sft;

@@ -154,6 +154,10 @@ pub struct Trace {
     pub sys2_calls: usize,
     pub prompt_tokens: usize,
     pub generated_tokens: usize,
+    /// `(step, text)` of what the prompted agents say besides actions: ReAct's thoughts,
+    /// Reflexion's reflections, ADaPT's sub-tasks and plans.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<(usize, String)>,
 }
 
 impl Trace {
@@ -177,6 +181,7 @@ impl Trace {
             sys2_calls: 0,
             prompt_tokens: 0,
             generated_tokens: 0,
+            notes: Vec::new(),
         }
     }
 

@@ -471,6 +471,7 @@ mod tests {
             sys2_calls: 3,
             prompt_tokens: 0,
             generated_tokens: 0,
+            notes: Vec::new(),
         };
         let segs = online_segments(&trace);
         assert_eq!(segs.len(), 2);

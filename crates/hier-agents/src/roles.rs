@@ -159,6 +159,45 @@ pub fn executor_rl_examples(
         .collect()
 }
 
+/// System 1 as RL transitions (the paradigm-swap and only-RL ablations, the shared adapter):
+/// state `planner_prompt(K, group action, o)`, action the subgoal, reward the environment reward
+/// of its segment, next state the next planner call of the same episode (records of one
+/// episode are consecutive), terminal at the episode's end.
+pub fn planner_rl_examples(
+    tok: &Tokenizer,
+    records: &[Sys1Record],
+    max_len: usize,
+) -> Result<Vec<RlExample>, String> {
+    records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let what = format!("sys1 record {i} ({})", r.source);
+            let prompt = planner_prompt(&r.task, &r.group_action, &r.observation);
+            let pair = encode_pair(tok, &prompt, &r.subgoal, max_len, &what)?;
+            let next = records
+                .get(i + 1)
+                .filter(|n| !r.done && n.source == r.source);
+            let next_prompt = next
+                .map(|n| {
+                    encode_prompt(
+                        tok,
+                        &planner_prompt(&n.task, &n.group_action, &n.observation),
+                        max_len,
+                        &what,
+                    )
+                })
+                .transpose()?;
+            Ok(RlExample {
+                terminal: next_prompt.is_none(),
+                pair,
+                next_prompt,
+                reward: r.reward as f32,
+            })
+        })
+        .collect()
+}
+
 /// The flat policy: `flat_prompt(K, latest actions, o_t) → a_t` for every step.
 pub fn flat_examples(
     tok: &Tokenizer,

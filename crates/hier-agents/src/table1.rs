@@ -24,14 +24,20 @@ use hier_envs::{Env, Split, Task};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::adapt::rollout_adapt;
 use crate::demos::{BuildOptions, build_dataset};
 use crate::eval::{EpisodeResult, Summary, expert_lengths, spread, summarise};
 use crate::flat::rollout_flat;
+use crate::grpo::{GrpoConfig, train_grpo};
 use crate::multi2::{BackbonePolicy, RolloutConfig, rollout};
 use crate::offline_rl::{OfflineRlConfig, RunOptions, train_offline_from};
 use crate::online_rl::{CurvePoint, OnlineRlConfig, train_online};
 use crate::pretrain::{PretrainConfig, PretrainOptions, pretrain};
-use crate::roles::{executor_examples, executor_rl_examples, flat_examples, planner_examples};
+use crate::react::{PromptedSpec, Prompter, rollout_react};
+use crate::reflexion::run_reflexion;
+use crate::roles::{
+    executor_examples, executor_rl_examples, flat_examples, planner_examples, planner_rl_examples,
+};
 use crate::sft::{SftConfig, SftOptions, train_adapter};
 use crate::sys2::Heads;
 
@@ -108,11 +114,68 @@ pub struct Profile {
     pub sft: SftSpec,
     pub offline: OfflineRlConfig,
     pub online: OnlineRlConfig,
+    /// The GRPO baseline (flat, from the flat SFT adapter) and Glider's online phase (GRPO on
+    /// the planner's decisions of its shared adapter). `adapter`, `reference`, `max_len` and
+    /// `seed` are set by the pipeline.
+    pub grpo: GrpoConfig,
+    pub glider_online: GrpoConfig,
+    /// ReAct, Reflexion and ADaPT.
+    pub prompted: PromptedSpec,
     pub eval: EvalSpec,
+    /// The ablation study (absent: none).
+    pub ablations: Option<AblationSpec>,
+}
+
+/// The ablations of METHODS.md A.2, on one environment, each variant trained once per seed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AblationSpec {
+    pub env: String,
+    /// Training seeds (the profile's seed reuses the main table's stages).
+    pub seeds: Vec<u64>,
+    /// Names from [`VARIANTS`].
+    pub variants: Vec<String>,
+    /// Evaluation: tasks per split (a spread subset of the main table's) and sampling seeds.
+    pub tasks_per_split: usize,
+    pub eval_seeds: Vec<u64>,
+}
+
+/// The ablation variants: Multi² itself, Multi² before its online phase, System 1 by RL with
+/// System 2 by SFT, both by SFT, both by RL, one flat model, one adapter for both roles, no
+/// policy-anchored term, no KL anchor, and the authors' released-code behaviour.
+pub const VARIANTS: [&str; 10] = [
+    "multi2",
+    "multi2-offline",
+    "paradigm-swap",
+    "only-sft",
+    "only-rl",
+    "flat",
+    "shared-adapter",
+    "vanilla-iql",
+    "vanilla-awac",
+    "released-code",
+];
+
+/// One ablation result: a variant trained with one seed, on one split.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AblationCell {
+    pub variant: String,
+    pub seed: u64,
+    pub env: String,
+    pub split: Split,
+    pub summary: Summary,
 }
 
 /// The methods this pipeline runs.
-pub const METHODS: [&str; 3] = ["multi2", "flat-sft", "glider"];
+pub const METHODS: [&str; 7] = [
+    "multi2",
+    "glider",
+    "grpo",
+    "react",
+    "reflexion",
+    "adapt",
+    "flat-sft",
+];
 /// The environments it knows.
 pub const ENVS: [&str; 3] = ["textcraft", "scienceworld", "alfworld"];
 
@@ -138,6 +201,25 @@ impl Profile {
         }
         if self.eval.seeds.is_empty() || self.eval.parallel == 0 || self.eval.tasks_per_split == 0 {
             return Err("eval needs seeds, parallel > 0 and tasks_per_split > 0".into());
+        }
+        if self.prompted.reflexion_seeds.is_empty() || self.prompted.reflexion_trials == 0 {
+            return Err("prompted: reflexion needs seeds and at least one trial".into());
+        }
+        if let Some(a) = &self.ablations {
+            if !self.envs.contains(&a.env) {
+                return Err(format!(
+                    "ablations.env = `{}` is not among envs {:?}",
+                    a.env, self.envs
+                ));
+            }
+            if let Some(v) = a.variants.iter().find(|v| !VARIANTS.contains(&v.as_str())) {
+                return Err(format!(
+                    "unknown ablation variant `{v}`: expected one of {VARIANTS:?}"
+                ));
+            }
+            if a.seeds.is_empty() || a.eval_seeds.is_empty() || a.tasks_per_split == 0 {
+                return Err("ablations need seeds, eval_seeds and tasks_per_split > 0".into());
+            }
         }
         Ok(())
     }
@@ -473,191 +555,83 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
 
     // 3. Per environment: train every method, evaluate it.
     let mut cells = Vec::new();
+    let mut ablation_cells = Vec::new();
     let mut curves: BTreeMap<String, Vec<CurvePoint>> = BTreeMap::new();
     for (env_name, d) in profile.envs.iter().zip(&data) {
         let data_key = Stages::upstream(&data_dirs[env_name]);
         let eval_tasks: Vec<SplitTasks> = read_json(&task_dirs[env_name].join("tasks.json"))?;
         let base =
             serde_json::json!({"backbone": backbone_key, "data": data_key, "max_len": max_len});
+        let mut ctx = Ctx {
+            st: &mut *st,
+            lm: &mut lm,
+            tok: &tok,
+            profile,
+            cfg,
+            env: env_name,
+            d,
+            base,
+        };
         for method in &profile.methods {
-            let (planner, executor, trained) = match method.as_str() {
-                "multi2" => {
-                    let sys1 = format!("{env_name}-sys1");
-                    let sft = sft_config(&profile.sft, &sys1, profile.seed);
-                    let dir = sft_stage(
-                        st,
-                        &mut lm,
-                        &format!("sft-sys1-{env_name}"),
-                        serde_json::json!({"base": base, "sft": sft}),
-                        &sft,
-                        cfg.progress,
-                        || planner_examples(&tok, &d.sys1, max_len),
-                    )?;
-                    let sys1_key = Stages::upstream(&dir);
-                    let sys2 = format!("{env_name}-sys2");
-                    let off = OfflineRlConfig {
-                        adapter: sys2.clone(),
-                        seed: profile.seed,
-                        ..profile.offline.clone()
-                    };
-                    let dir = offline_stage(
-                        st,
-                        &mut lm,
-                        &format!("offline-{env_name}"),
-                        serde_json::json!({"base": base, "offline": off}),
-                        &off,
-                        cfg.progress,
-                        &executor_rl_examples(&tok, &d.sys2, max_len)?,
-                        None,
-                    )?;
-                    let off_dir = dir;
-                    let sys2_on = format!("{env_name}-sys2-online");
-                    let on = OnlineRlConfig {
-                        adapter: sys2_on.clone(),
-                        anchor: sys2.clone(),
-                        planner: sys1.clone(),
-                        max_len,
-                        seed: profile.seed,
-                        ..profile.online.clone()
-                    };
-                    let key = serde_json::json!({"base": base, "sys1": sys1_key, "offline": Stages::upstream(&off_dir), "online": on});
-                    let dir = st.run(&format!("online-{env_name}"), key, |dir| {
-                        let heads = Heads::load(
-                            &off_dir.join("heads.safetensors"),
-                            lm.config.hidden_size,
-                            &cfg.device,
-                        )
-                        .map_err(|e| e.to_string())?;
-                        let ex = executor_rl_examples(&tok, &d.sys2, max_len)?;
-                        let mut envs = open_envs(env_name, on.episodes.min(profile.eval.parallel))?;
-                        let train = envs[0].tasks(Split::Train).map_err(|e| e.to_string())?;
-                        let (m, _, _) = train_online(
-                            take(&mut lm),
-                            heads,
-                            &tok,
-                            ex,
-                            &mut envs,
-                            &train,
-                            &on,
-                            dir,
-                            &RunOptions {
-                                progress: cfg.progress,
-                                stop_after: None,
-                            },
-                        )
-                        .map_err(|e| e.to_string())?;
-                        lm = m;
-                        Ok(())
-                    })?;
-                    load(&mut lm, &sys2_on, &dir.join("adapter"))?;
-                    curves.insert(env_name.clone(), read_jsonl(&dir.join("curve.jsonl"))?);
-                    (
-                        Some(sys1),
-                        sys2_on,
-                        vec![sys1_key, Stages::upstream(&off_dir), Stages::upstream(&dir)],
-                    )
-                }
-                "flat-sft" => {
-                    let name = format!("{env_name}-flat");
-                    let sft = sft_config(&profile.sft, &name, profile.seed);
-                    let dir = sft_stage(
-                        st,
-                        &mut lm,
-                        &format!("sft-flat-{env_name}"),
-                        serde_json::json!({"base": base, "sft": sft}),
-                        &sft,
-                        cfg.progress,
-                        || flat_examples(&tok, &d.flat, max_len),
-                    )?;
-                    (None, name, vec![Stages::upstream(&dir)])
-                }
-                "glider" => {
-                    // One shared adapter for both levels, told apart by the prompt: SFT on both
-                    // levels' data, then offline RL of the low level (advantage-weighted, no
-                    // policy-anchored term) from the SFT weights.
-                    let name = format!("{env_name}-glider");
-                    let sft = sft_config(&profile.sft, &name, profile.seed);
-                    let dir = sft_stage(
-                        st,
-                        &mut lm,
-                        &format!("sft-glider-{env_name}"),
-                        serde_json::json!({"base": base, "sft": sft}),
-                        &sft,
-                        cfg.progress,
-                        || {
-                            let mut ex = planner_examples(&tok, &d.sys1, max_len)?;
-                            ex.extend(executor_examples(&tok, &d.sys2, max_len)?);
-                            Ok(ex)
-                        },
-                    )?;
-                    let sft_dir = dir;
-                    let off = OfflineRlConfig {
-                        adapter: name.clone(),
-                        lambda: 0.0,
-                        seed: profile.seed,
-                        ..profile.offline.clone()
-                    };
-                    let key = serde_json::json!({"base": base, "sft": Stages::upstream(&sft_dir), "offline": off});
-                    let dir = offline_stage(
-                        st,
-                        &mut lm,
-                        &format!("offline-glider-{env_name}"),
-                        key,
-                        &off,
-                        cfg.progress,
-                        &executor_rl_examples(&tok, &d.sys2, max_len)?,
-                        Some(&sft_dir.join("adapter")),
-                    )?;
-                    (
-                        Some(name.clone()),
-                        name,
-                        vec![Stages::upstream(&sft_dir), Stages::upstream(&dir)],
-                    )
-                }
-                other => return Err(format!("unknown method `{other}`")),
-            };
-            // Evaluation.
-            let key = serde_json::json!({"base": base, "method": method, "planner": planner, "executor": executor,
-                "trained": trained, "eval": profile.eval});
-            let dir = st.run(&format!("eval-{method}-{env_name}"), key, |dir| {
-                let (results, traces) = evaluate(
-                    &lm,
-                    &tok,
-                    env_name,
-                    planner.as_deref(),
-                    &executor,
-                    &eval_tasks,
-                    &profile.eval,
-                    max_len,
-                    cfg.progress,
-                )?;
-                let text: String = results
-                    .iter()
-                    .map(|r| serde_json::to_string(r).expect("serialises") + "\n")
-                    .collect();
-                // Every played episode in full (subgoals, actions, observations), to look at.
-                let played: String = traces
-                    .iter()
-                    .map(|t| serde_json::to_string(t).expect("serialises") + "\n")
-                    .collect();
-                hier_backbone::write_atomic(&dir.join("traces.jsonl"), played.as_bytes())
-                    .map_err(|e| e.to_string())?;
-                hier_backbone::write_atomic(&dir.join("episodes.jsonl"), text.as_bytes())
-                    .map_err(|e| e.to_string())
-            })?;
-            let results: Vec<EpisodeResult> = read_jsonl(&dir.join("episodes.jsonl"))?;
+            let trained = ctx.method(method, profile.seed)?;
+            if let Some(c) = &trained.curve {
+                curves.insert(env_name.clone(), c.clone());
+            }
+            let results = ctx.evaluate(
+                &format!("eval-{method}"),
+                method,
+                &trained,
+                &eval_tasks,
+                &profile.eval,
+            )?;
             for (split, tasks, _) in &eval_tasks {
-                let rs: Vec<EpisodeResult> = results
-                    .iter()
-                    .filter(|r| tasks.contains(&r.task))
-                    .cloned()
-                    .collect();
                 cells.push(Cell {
                     method: method.clone(),
                     env: env_name.clone(),
                     split: *split,
-                    summary: summarise(&rs),
+                    summary: summarise(&of_tasks(&results, tasks)),
                 });
+            }
+        }
+        // Ablations: each variant trained with every seed, evaluated on a subset.
+        let Some(ab) = profile.ablations.as_ref().filter(|a| &a.env == env_name) else {
+            continue;
+        };
+        let tasks: Vec<SplitTasks> = eval_tasks
+            .iter()
+            .map(|(s, t, l)| {
+                let keep = spread(t, ab.tasks_per_split);
+                let lens = keep
+                    .iter()
+                    .map(|k| l[t.iter().position(|x| x == k).expect("spread picks from t")])
+                    .collect();
+                (*s, keep, lens)
+            })
+            .collect();
+        let spec = EvalSpec {
+            tasks_per_split: ab.tasks_per_split,
+            seeds: ab.eval_seeds.clone(),
+            ..profile.eval.clone()
+        };
+        for &seed in &ab.seeds {
+            for variant in &ab.variants {
+                let trained = ctx.variant(variant, seed)?;
+                let results = ctx.evaluate(
+                    &format!("ablation-{variant}-s{seed}"),
+                    variant,
+                    &trained,
+                    &tasks,
+                    &spec,
+                )?;
+                for (split, ts, _) in &tasks {
+                    ablation_cells.push(AblationCell {
+                        variant: variant.clone(),
+                        seed,
+                        env: env_name.clone(),
+                        split: *split,
+                        summary: summarise(&of_tasks(&results, ts)),
+                    });
+                }
             }
         }
     }
@@ -665,10 +639,449 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
         profile,
         cfg,
         &cells,
+        &ablation_cells,
         &curves,
         &st.records,
         started.elapsed().as_secs_f64(),
     )
+}
+
+fn of_tasks(results: &[EpisodeResult], tasks: &[Task]) -> Vec<EpisodeResult> {
+    results
+        .iter()
+        .filter(|r| tasks.contains(&r.task))
+        .cloned()
+        .collect()
+}
+
+/// How a trained (or prompted) method acts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Agent {
+    /// Two LoRA roles (the same name twice for one shared adapter).
+    Hierarchy {
+        planner: String,
+        executor: String,
+    },
+    Flat {
+        policy: String,
+    },
+    /// The base model prompted: ReAct, Reflexion over ReAct, ADaPT.
+    React,
+    Reflexion,
+    Adapt,
+}
+
+/// A method ready to evaluate: its agent, the stages it came from, and its online curve.
+struct Trained {
+    agent: Agent,
+    upstream: Vec<String>,
+    curve: Option<Vec<CurvePoint>>,
+}
+
+/// A trained adapter: its name and the stage that made it.
+#[derive(Clone)]
+struct Made {
+    adapter: String,
+    key: String,
+    dir: PathBuf,
+}
+
+/// What one environment's stages share.
+struct Ctx<'a, 'b> {
+    st: &'a mut Stages<'b>,
+    lm: &'a mut CausalLm,
+    tok: &'a Tokenizer,
+    profile: &'a Profile,
+    cfg: &'a RunConfig,
+    env: &'a str,
+    d: &'a EnvData,
+    base: serde_json::Value,
+}
+
+impl Ctx<'_, '_> {
+    /// Adapter names carry the training seed unless it is the profile's (whose stages the
+    /// main table and the ablations share).
+    fn name(&self, what: &str, seed: u64) -> String {
+        if seed == self.profile.seed {
+            format!("{}-{what}", self.env)
+        } else {
+            format!("{}-{what}-s{seed}", self.env)
+        }
+    }
+
+    fn max_len(&self) -> usize {
+        self.profile.data.max_len
+    }
+
+    /// LoRA SFT of one role: `sys1` (planner data), `sys2` (executor data), `flat`, or
+    /// `glider` (both levels into one adapter).
+    fn sft(&mut self, what: &str, seed: u64) -> Result<Made> {
+        // System 2's SFT adapter must not take the name of its offline-RL adapter.
+        let adapter = self.name(if what == "sys2" { "sys2-sft" } else { what }, seed);
+        let sft = sft_config(&self.profile.sft, &adapter, seed);
+        let (tok, d, max_len) = (self.tok, self.d, self.max_len());
+        let dir = sft_stage(
+            self.st,
+            self.lm,
+            &format!("sft-{what}-{}", self.env),
+            serde_json::json!({"base": self.base, "sft": sft}),
+            &sft,
+            self.cfg.progress,
+            || match what {
+                "sys1" => planner_examples(tok, &d.sys1, max_len),
+                "sys2" => executor_examples(tok, &d.sys2, max_len),
+                "flat" => flat_examples(tok, &d.flat, max_len),
+                "glider" => {
+                    let mut ex = planner_examples(tok, &d.sys1, max_len)?;
+                    ex.extend(executor_examples(tok, &d.sys2, max_len)?);
+                    Ok(ex)
+                }
+                other => Err(format!("no SFT data for `{other}`")),
+            },
+        )?;
+        Ok(Made {
+            adapter,
+            key: Stages::upstream(&dir),
+            dir,
+        })
+    }
+
+    /// Offline RL: `sys2` (Multi²'s System 2), `iql` (λ = 0), `released` (the authors' code:
+    /// expectile 0.5, λ = 0), `sys1` (the planner by RL), `shared` (one adapter, both levels'
+    /// transitions, from the two-level SFT adapter), `glider` (λ = 0 from the two-level SFT
+    /// adapter, the low level's transitions).
+    fn offline(&mut self, what: &str, seed: u64) -> Result<Made> {
+        let init = match what {
+            "glider" | "shared" => Some(self.sft("glider", seed)?),
+            _ => None,
+        };
+        // The planner by RL must not take the name of the planner by SFT; Glider's offline
+        // phase keeps training its SFT adapter.
+        let adapter = self.name(if what == "sys1" { "sys1-rl" } else { what }, seed);
+        let mut off = OfflineRlConfig {
+            adapter: adapter.clone(),
+            seed,
+            ..self.profile.offline.clone()
+        };
+        match what {
+            "iql" | "glider" => off.lambda = 0.0,
+            "released" => {
+                off.lambda = 0.0;
+                off.critic.tau = 0.5;
+            }
+            "sys2" | "sys1" | "shared" => {}
+            other => return Err(format!("no offline RL recipe `{other}`")),
+        }
+        let (tok, d, max_len) = (self.tok, self.d, self.max_len());
+        let data = match what {
+            "sys1" => planner_rl_examples(tok, &d.sys1, max_len)?,
+            "shared" => {
+                let mut ex = planner_rl_examples(tok, &d.sys1, max_len)?;
+                ex.extend(executor_rl_examples(tok, &d.sys2, max_len)?);
+                ex
+            }
+            _ => executor_rl_examples(tok, &d.sys2, max_len)?,
+        };
+        let stage = match what {
+            "sys2" => format!("offline-{}", self.env),
+            other => format!("offline-{other}-{}", self.env),
+        };
+        let key = match &init {
+            Some(i) => serde_json::json!({"base": self.base, "sft": i.key, "offline": off}),
+            None => serde_json::json!({"base": self.base, "offline": off}),
+        };
+        let dir = offline_stage(
+            self.st,
+            self.lm,
+            &stage,
+            key,
+            &off,
+            self.cfg.progress,
+            &data,
+            init.as_ref().map(|i| i.dir.join("adapter")).as_deref(),
+        )?;
+        Ok(Made {
+            adapter,
+            key: Stages::upstream(&dir),
+            dir,
+        })
+    }
+
+    /// Online RL of an offline System 2 under `planner`: `sys2` (Multi²), `awac` (η = 0),
+    /// `released` (k1 KL), or any other name for the profile's settings.
+    fn online(
+        &mut self,
+        what: &str,
+        seed: u64,
+        planner: &Made,
+        off: &Made,
+    ) -> Result<(Made, Vec<CurvePoint>)> {
+        let adapter = self.name(&format!("{what}-online"), seed);
+        let mut on = OnlineRlConfig {
+            adapter: adapter.clone(),
+            anchor: off.adapter.clone(),
+            planner: planner.adapter.clone(),
+            max_len: self.max_len(),
+            seed,
+            ..self.profile.online.clone()
+        };
+        match what {
+            "awac" => on.eta = 0.0,
+            "released" => {
+                on.kl = "k1".into();
+                on.critic.tau = 0.5;
+            }
+            _ => {}
+        }
+        let stage = match what {
+            "sys2" => format!("online-{}", self.env),
+            other => format!("online-{other}-{}", self.env),
+        };
+        let key = serde_json::json!({"base": self.base, "sys1": planner.key, "offline": off.key, "online": on});
+        let (lm, tok, cfg, env, d) = (&mut *self.lm, self.tok, self.cfg, self.env, self.d);
+        let parallel = self.profile.eval.parallel;
+        let dir = self.st.run(&stage, key, |dir| {
+            let heads = Heads::load(
+                &off.dir.join("heads.safetensors"),
+                lm.config.hidden_size,
+                &cfg.device,
+            )
+            .map_err(|e| e.to_string())?;
+            let ex = executor_rl_examples(tok, &d.sys2, on.max_len)?;
+            let mut envs = open_envs(env, on.episodes.min(parallel))?;
+            let train = envs[0].tasks(Split::Train).map_err(|e| e.to_string())?;
+            let (m, _, _) = train_online(
+                take(lm),
+                heads,
+                tok,
+                ex,
+                &mut envs,
+                &train,
+                &on,
+                dir,
+                &RunOptions {
+                    progress: cfg.progress,
+                    stop_after: None,
+                },
+            )
+            .map_err(|e| e.to_string())?;
+            *lm = m;
+            Ok(())
+        })?;
+        load(self.lm, &adapter, &dir.join("adapter"))?;
+        let curve = read_jsonl(&dir.join("curve.jsonl"))?;
+        Ok((
+            Made {
+                adapter,
+                key: Stages::upstream(&dir),
+                dir,
+            },
+            curve,
+        ))
+    }
+
+    /// GRPO from `reference`: `grpo` (flat, every action) or `glider-online` (the planner's
+    /// subgoals of the shared adapter).
+    fn grpo(&mut self, what: &str, seed: u64, reference: &Made) -> Result<Made> {
+        let adapter = self.name(what, seed);
+        let spec = match what {
+            "grpo" => &self.profile.grpo,
+            _ => &self.profile.glider_online,
+        };
+        let g = GrpoConfig {
+            adapter: adapter.clone(),
+            reference: reference.adapter.clone(),
+            max_len: self.max_len(),
+            seed,
+            ..spec.clone()
+        };
+        let key = serde_json::json!({"base": self.base, "reference": reference.key, "grpo": g});
+        let (lm, tok, cfg, env) = (&mut *self.lm, self.tok, self.cfg, self.env);
+        let parallel = self.profile.eval.parallel;
+        let dir = self.st.run(&format!("{what}-{}", self.env), key, |dir| {
+            let mut envs = open_envs(env, (g.tasks_per_iteration * g.group_size).min(parallel))?;
+            let train = envs[0].tasks(Split::Train).map_err(|e| e.to_string())?;
+            let opts = RunOptions {
+                progress: cfg.progress,
+                stop_after: None,
+            };
+            *lm = train_grpo(take(lm), tok, &mut envs, &train, &g, dir, &opts)
+                .map_err(|e| e.to_string())?
+                .0;
+            Ok(())
+        })?;
+        load(self.lm, &adapter, &dir.join("adapter"))?;
+        Ok(Made {
+            adapter,
+            key: Stages::upstream(&dir),
+            dir,
+        })
+    }
+
+    /// A Table-1 method.
+    fn method(&mut self, method: &str, seed: u64) -> Result<Trained> {
+        let hier = |p: &Made, e: &Made, up: Vec<&Made>| Trained {
+            agent: Agent::Hierarchy {
+                planner: p.adapter.clone(),
+                executor: e.adapter.clone(),
+            },
+            upstream: up.into_iter().map(|m| m.key.clone()).collect(),
+            curve: None,
+        };
+        let prompted = |agent| Trained {
+            agent,
+            upstream: Vec::new(),
+            curve: None,
+        };
+        Ok(match method {
+            "multi2" => {
+                let sys1 = self.sft("sys1", seed)?;
+                let off = self.offline("sys2", seed)?;
+                let (on, curve) = self.online("sys2", seed, &sys1, &off)?;
+                Trained {
+                    curve: Some(curve),
+                    ..hier(&sys1, &on, vec![&sys1, &off, &on])
+                }
+            }
+            "flat-sft" => {
+                let f = self.sft("flat", seed)?;
+                Trained {
+                    agent: Agent::Flat {
+                        policy: f.adapter.clone(),
+                    },
+                    upstream: vec![f.key],
+                    curve: None,
+                }
+            }
+            "glider" => {
+                let off = self.offline("glider", seed)?;
+                let on = self.grpo("glider-online", seed, &off)?;
+                hier(&on, &on, vec![&off, &on])
+            }
+            "grpo" => {
+                let f = self.sft("flat", seed)?;
+                let g = self.grpo("grpo", seed, &f)?;
+                Trained {
+                    agent: Agent::Flat {
+                        policy: g.adapter.clone(),
+                    },
+                    upstream: vec![f.key, g.key],
+                    curve: None,
+                }
+            }
+            "react" => prompted(Agent::React),
+            "reflexion" => prompted(Agent::Reflexion),
+            "adapt" => prompted(Agent::Adapt),
+            other => return Err(format!("unknown method `{other}`")),
+        })
+    }
+
+    /// An ablation variant (METHODS.md A.2), trained with `seed`.
+    fn variant(&mut self, variant: &str, seed: u64) -> Result<Trained> {
+        let hier = |p: &Made, e: &Made, up: Vec<&Made>| Trained {
+            agent: Agent::Hierarchy {
+                planner: p.adapter.clone(),
+                executor: e.adapter.clone(),
+            },
+            upstream: up.into_iter().map(|m| m.key.clone()).collect(),
+            curve: None,
+        };
+        Ok(match variant {
+            "multi2" => self.method("multi2", seed)?,
+            "flat" => self.method("flat-sft", seed)?,
+            "multi2-offline" => {
+                let (s1, off) = (self.sft("sys1", seed)?, self.offline("sys2", seed)?);
+                hier(&s1, &off, vec![&s1, &off])
+            }
+            "paradigm-swap" => {
+                let (s1, s2) = (self.offline("sys1", seed)?, self.sft("sys2", seed)?);
+                hier(&s1, &s2, vec![&s1, &s2])
+            }
+            "only-sft" => {
+                let (s1, s2) = (self.sft("sys1", seed)?, self.sft("sys2", seed)?);
+                hier(&s1, &s2, vec![&s1, &s2])
+            }
+            "only-rl" => {
+                let (s1, off) = (self.offline("sys1", seed)?, self.offline("sys2", seed)?);
+                let (on, _) = self.online("only-rl", seed, &s1, &off)?;
+                hier(&s1, &on, vec![&s1, &off, &on])
+            }
+            "shared-adapter" => {
+                let sh = self.offline("shared", seed)?;
+                hier(&sh, &sh, vec![&sh])
+            }
+            "vanilla-iql" | "vanilla-awac" | "released-code" => {
+                let s1 = self.sft("sys1", seed)?;
+                let (off_what, on_what) = match variant {
+                    "vanilla-iql" => ("iql", "iql"),
+                    "vanilla-awac" => ("sys2", "awac"),
+                    _ => ("released", "released"),
+                };
+                let off = self.offline(off_what, seed)?;
+                let (on, _) = self.online(on_what, seed, &s1, &off)?;
+                hier(&s1, &on, vec![&s1, &off, &on])
+            }
+            other => return Err(format!("unknown ablation `{other}`")),
+        })
+    }
+
+    /// Evaluates `trained` in stage `<stage>-<env>`; returns its episodes.
+    fn evaluate(
+        &mut self,
+        stage: &str,
+        method: &str,
+        trained: &Trained,
+        tasks: &[SplitTasks],
+        spec: &EvalSpec,
+    ) -> Result<Vec<EpisodeResult>> {
+        // The key of the Multi², flat and Glider evaluations predates the prompted agents.
+        let key = match &trained.agent {
+            Agent::Hierarchy { planner, executor } => {
+                serde_json::json!({"base": self.base, "method": method,
+                "planner": planner, "executor": executor, "trained": trained.upstream, "eval": spec})
+            }
+            Agent::Flat { policy } => serde_json::json!({"base": self.base, "method": method,
+                "planner": null, "executor": policy, "trained": trained.upstream, "eval": spec}),
+            prompted => serde_json::json!({"base": self.base, "method": method, "agent": prompted,
+                "prompted": self.profile.prompted, "eval": spec}),
+        };
+        let (lm, tok, env, d, max_len) = (&*self.lm, self.tok, self.env, self.d, self.max_len());
+        let (prompted, progress) = (&self.profile.prompted, self.cfg.progress);
+        let dir = self.st.run(&format!("{stage}-{}", self.env), key, |dir| {
+            let (results, traces) = evaluate(
+                lm,
+                tok,
+                env,
+                d,
+                &trained.agent,
+                tasks,
+                spec,
+                prompted,
+                max_len,
+                progress,
+            )?;
+            let lines = |xs: Vec<String>| xs.into_iter().map(|l| l + "\n").collect::<String>();
+            // Every played episode in full (subgoals, actions, observations), to look at.
+            let played = lines(
+                traces
+                    .iter()
+                    .map(|t| serde_json::to_string(t).expect("serialises"))
+                    .collect(),
+            );
+            hier_backbone::write_atomic(&dir.join("traces.jsonl"), played.as_bytes())
+                .map_err(|e| e.to_string())?;
+            let text = lines(
+                results
+                    .iter()
+                    .map(|r| serde_json::to_string(r).expect("serialises"))
+                    .collect(),
+            );
+            hier_backbone::write_atomic(&dir.join("episodes.jsonl"), text.as_bytes())
+                .map_err(|e| e.to_string())
+        })?;
+        read_jsonl(&dir.join("episodes.jsonl"))
+    }
 }
 
 /// Plays every evaluation task once per seed.
@@ -677,57 +1090,122 @@ fn evaluate(
     lm: &CausalLm,
     tok: &Tokenizer,
     env_name: &str,
-    planner: Option<&str>,
-    executor: &str,
+    d: &EnvData,
+    agent: &Agent,
     eval_tasks: &[SplitTasks],
     spec: &EvalSpec,
+    prompted: &PromptedSpec,
     max_len: usize,
     progress: bool,
 ) -> Result<(Vec<EpisodeResult>, Vec<crate::multi2::Trace>)> {
     let inference = lm.valid();
-    let exec_id = inference.adapter_id(executor).map_err(|e| e.to_string())?;
-    let plan_id = planner
-        .map(|p| inference.adapter_id(p))
-        .transpose()
-        .map_err(|e| e.to_string())?;
+    let id = |name: &str| inference.adapter_id(name).map_err(|e| e.to_string());
     let all: Vec<(Task, Option<usize>)> = eval_tasks
         .iter()
         .flat_map(|(_, t, l)| t.iter().cloned().zip(l.iter().copied()))
         .collect();
     let mut envs = open_envs(env_name, spec.parallel.min(all.len()))?;
-    let bar = crate::runlog::progress_bar(
-        progress,
-        all.len() * spec.seeds.len(),
-        &format!("eval {executor}"),
-    );
+    let seeds = match agent {
+        Agent::Reflexion => &prompted.reflexion_seeds,
+        _ => &spec.seeds,
+    };
+    let what = match agent {
+        Agent::Hierarchy { executor, .. } => executor.clone(),
+        Agent::Flat { policy } => policy.clone(),
+        other => format!("{other:?}").to_lowercase(),
+    };
+    let bar =
+        crate::runlog::progress_bar(progress, all.len() * seeds.len(), &format!("eval {what}"));
+    let prompter = Prompter {
+        tokenizer: tok,
+        demos: crate::react::demos(&d.flat, &d.sys2, prompted.demos),
+        spec: prompted,
+    };
     let (mut out, mut played) = (Vec::new(), Vec::new());
-    for &seed in &spec.seeds {
-        let sampling = SamplingConfig {
-            max_new_tokens: spec.executor_max_tokens,
+    for &seed in seeds {
+        let sampling = |max_new_tokens| SamplingConfig {
+            max_new_tokens,
             temperature: spec.temperature,
             top_k: Some(spec.top_k),
             top_p: Some(spec.top_p),
             seed,
             use_cache: true,
         };
-        let mut exec = BackbonePolicy::new(&inference, tok, Some(exec_id), sampling);
-        exec.max_prompt = Some(max_len.saturating_sub(spec.executor_max_tokens).max(1));
-        let mut plan = plan_id.map(|id| {
-            let mut p = BackbonePolicy::new(
-                &inference,
-                tok,
-                Some(id),
-                SamplingConfig::greedy(spec.planner_max_tokens),
-            );
-            p.max_prompt = Some(max_len.saturating_sub(spec.planner_max_tokens).max(1));
+        let role = |adapter, sampling, max_prompt| {
+            let mut p = BackbonePolicy::new(&inference, tok, adapter, sampling);
+            p.max_prompt = Some(max_prompt);
             p
-        });
+        };
+        let fit = |budget: usize| max_len.saturating_sub(budget).max(1);
+        let (mut exec, mut plan) = match agent {
+            Agent::Hierarchy { planner, executor } => (
+                role(
+                    Some(id(executor)?),
+                    sampling(spec.executor_max_tokens),
+                    fit(spec.executor_max_tokens),
+                ),
+                Some(role(
+                    Some(id(planner)?),
+                    SamplingConfig::greedy(spec.planner_max_tokens),
+                    fit(spec.planner_max_tokens),
+                )),
+            ),
+            Agent::Flat { policy } => (
+                role(
+                    Some(id(policy)?),
+                    sampling(spec.executor_max_tokens),
+                    fit(spec.executor_max_tokens),
+                ),
+                None,
+            ),
+            _ => {
+                let s = SamplingConfig {
+                    max_new_tokens: prompted.max_tokens,
+                    temperature: prompted.temperature,
+                    top_k: Some(prompted.top_k),
+                    top_p: Some(prompted.top_p),
+                    seed,
+                    use_cache: true,
+                };
+                (role(None, s, prompted.max_prompt), None)
+            }
+        };
         for chunk in all.chunks(envs.len()) {
             let tasks: Vec<Task> = chunk.iter().map(|(t, _)| t.clone()).collect();
             let envs = &mut envs[..tasks.len()];
-            let traces = match plan.as_mut() {
-                Some(p) => rollout(envs, &tasks, p, &mut exec, &spec.rollout, "eval")?,
-                None => rollout_flat(envs, &tasks, &mut exec, &spec.rollout, "eval")?,
+            let steps = spec.rollout.max_steps;
+            if let Agent::Reflexion = agent {
+                let runs = run_reflexion(envs, &tasks, &mut exec, &prompter, steps, "eval")?;
+                for (run, (task, len)) in runs.into_iter().zip(chunk) {
+                    let last = run.trials.last().expect("at least one trial");
+                    let mut r = EpisodeResult::of(last, task, seed, *len);
+                    r.success = run.pass_at(prompter.spec.reflexion_trials);
+                    r.pass1 = Some(run.pass_at(1));
+                    r.tokens = run.tokens();
+                    r.steps = run.trials.iter().map(|t| t.episode.actions.len()).sum();
+                    out.push(r);
+                    played.extend(run.trials);
+                }
+                bar.inc(tasks.len() as u64);
+                continue;
+            }
+            let traces = match (agent, plan.as_mut()) {
+                (Agent::Hierarchy { .. }, Some(p)) => {
+                    rollout(envs, &tasks, p, &mut exec, &spec.rollout, "eval")?
+                }
+                (Agent::Flat { .. }, _) => {
+                    rollout_flat(envs, &tasks, &mut exec, &spec.rollout, "eval")?
+                }
+                (Agent::React, _) => {
+                    rollout_react(envs, &tasks, &mut exec, &prompter, &[], steps, "eval")?
+                        .into_iter()
+                        .map(|e| e.trace)
+                        .collect()
+                }
+                (Agent::Adapt, _) => {
+                    rollout_adapt(envs, &tasks, &mut exec, &prompter, steps, "eval")?
+                }
+                _ => unreachable!("every agent is handled"),
             };
             for (tr, (task, len)) in traces.iter().zip(chunk) {
                 out.push(EpisodeResult::of(tr, task, seed, *len));
@@ -859,8 +1337,18 @@ mod tests {
         .unwrap();
         let err = Profile::from_file(&bad).unwrap_err();
         assert!(err.contains("bad.toml") && err.contains("lamda"), "{err}");
-        std::fs::write(&bad, text.replace("\"glider\"]", "\"glider\", \"react\"]")).unwrap();
+        std::fs::write(
+            &bad,
+            text.replace("\"flat-sft\"]", "\"flat-sft\", \"ppo\"]"),
+        )
+        .unwrap();
         let err = Profile::from_file(&bad).unwrap_err();
-        assert!(err.contains("unknown method `react`"), "{err}");
+        assert!(err.contains("unknown method `ppo`"), "{err}");
+        std::fs::write(&bad, text.replace("\"only-sft\",", "\"only-sfts\",")).unwrap();
+        let err = Profile::from_file(&bad).unwrap_err();
+        assert!(
+            err.contains("unknown ablation variant `only-sfts`"),
+            "{err}"
+        );
     }
 }

@@ -1,15 +1,16 @@
 //! The outputs of `reproduce table1`: `table1.md` (ours, then the paper's numbers in a
-//! separate, labelled table), `table1.json` (everything), `table1.csv` (one row per cell) and
-//! the figures.
+//! separate, labelled table, then the ablations), `table1.json` (everything), `table1.csv` (one
+//! row per cell), `ablations.csv` (one row per variant, seed and split) and the figures.
 
 use std::collections::BTreeMap;
 
 use hier_envs::Split;
 use serde::Serialize;
 
+use crate::metrics::estimate;
 use crate::metrics::token_efficiency;
 use crate::online_rl::CurvePoint;
-use crate::table1::{Cell, Profile, Result, RunConfig, StageRecord, write_json};
+use crate::table1::{AblationCell, Cell, Profile, Result, RunConfig, StageRecord, write_json};
 
 /// The paper's Table 1 (success %, Llama-3.1 8B Instruct; METHODS.md A.2): `(method, SciW ID,
 /// SciW OOD, ALFW ID, ALFW OOD, TextCraft)`. Shown beside ours, never mixed into our columns.
@@ -31,13 +32,55 @@ const COLUMNS: [(&str, Split, &str); 5] = [
     ("textcraft", Split::Id, "TextCraft"),
 ];
 
-fn method_label(m: &str) -> &str {
+/// How a method is named in tables and figures.
+pub fn method_label(m: &str) -> &str {
     match m {
         "multi2" => "Multi²",
         "flat-sft" => "Flat SFT",
-        "glider" => "Glider (offline phases)",
+        "glider" => "Glider",
+        "grpo" => "GRPO",
+        "react" => "ReAct",
+        "reflexion" => "Reflexion",
+        "adapt" => "ADaPT",
         other => other,
     }
+}
+
+/// One variant's ablation results on one split: success % and mean final score per seed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AblationRow {
+    pub variant: String,
+    pub split: Split,
+    pub seeds: Vec<u64>,
+    pub success: Vec<f64>,
+    pub mean_score: Vec<f64>,
+}
+
+/// Groups ablation cells by (variant, split), in the profile's variant order.
+pub fn ablation_rows(profile: &Profile, cells: &[AblationCell]) -> Vec<AblationRow> {
+    let Some(ab) = &profile.ablations else {
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    for v in &ab.variants {
+        for split in [Split::Id, Split::Ood] {
+            let xs: Vec<&AblationCell> = cells
+                .iter()
+                .filter(|c| &c.variant == v && c.split == split)
+                .collect();
+            if xs.is_empty() {
+                continue;
+            }
+            rows.push(AblationRow {
+                variant: v.clone(),
+                split,
+                seeds: xs.iter().map(|c| c.seed).collect(),
+                success: xs.iter().map(|c| c.summary.success.mean).collect(),
+                mean_score: xs.iter().map(|c| c.summary.mean_score).collect(),
+            });
+        }
+    }
+    rows
 }
 
 #[derive(Serialize)]
@@ -46,7 +89,11 @@ struct Json<'a> {
     commit: Option<String>,
     wall_seconds: f64,
     cells: &'a [Cell],
-    token_efficiency_vs_flat_sft: BTreeMap<String, f64>,
+    /// Success per token relative to ReAct on the same column (absent where undefined, e.g.
+    /// when ReAct solves nothing).
+    token_efficiency_vs_react: BTreeMap<String, f64>,
+    ablations: Vec<AblationRow>,
+    ablation_cells: &'a [AblationCell],
     learning_curves: &'a BTreeMap<String, Vec<CurvePoint>>,
     stages: &'a [StageRecord],
     paper_llama_3_1_8b: Vec<(&'static str, [f64; 5])>,
@@ -67,6 +114,7 @@ pub fn write(
     profile: &Profile,
     cfg: &RunConfig,
     cells: &[Cell],
+    ablation_cells: &[AblationCell],
     curves: &BTreeMap<String, Vec<CurvePoint>>,
     stages: &[StageRecord],
     wall_seconds: f64,
@@ -76,17 +124,19 @@ pub fn write(
             .iter()
             .find(|c| c.method == m && c.env == env && c.split == split)
     };
-    // Token efficiency (success per token) relative to flat SFT on the same column.
+    // Token efficiency (success per token) relative to ReAct on the same column.
     let mut eff = BTreeMap::new();
     for c in cells {
-        if let Some(r) = find("flat-sft", &c.env, c.split) {
+        if let Some(r) = find("react", &c.env, c.split) {
             let e = token_efficiency(
                 c.summary.success.mean,
                 c.summary.mean_tokens,
                 r.summary.success.mean,
                 r.summary.mean_tokens,
             );
-            eff.insert(format!("{}/{}/{:?}", c.method, c.env, c.split), e);
+            if e.is_finite() {
+                eff.insert(format!("{}/{}/{:?}", c.method, c.env, c.split), e);
+            }
         }
     }
     let commit = commit();
@@ -123,7 +173,8 @@ pub fn write(
         }
         md.push('\n');
     }
-    md.push_str("\n## Tokens per episode and token efficiency (success per token, flat SFT = 1)\n\n| Method | Column | Episodes | Mean final score | Tokens/episode | Steps/episode | Efficiency | Easy / Medium / Hard success % |\n|---|---|---|---|---|---|---|---|\n");
+    md.push_str("\nReflexion's cells are pass@{trials} (its first trial alone, pass@1, is in the next table); ReAct, Reflexion and ADaPT prompt the backbone without fine-tuning.\n".replace("{trials}", &profile.prompted.reflexion_trials.to_string()).as_str());
+    md.push_str("\n## Tokens per episode and token efficiency (success per token, ReAct = 1; — where undefined, e.g. ReAct at 0 %)\n\n| Method | Column | Episodes | Mean final score | Tokens/episode | Steps/episode | Efficiency | Easy / Medium / Hard success % | pass@1 |\n|---|---|---|---|---|---|---|---|---|\n");
     for c in cells {
         let label = COLUMNS
             .iter()
@@ -139,7 +190,7 @@ pub fn write(
             })
             .collect();
         md.push_str(&format!(
-            "| {} | {label} | {} | {:.3} | {:.0} | {:.1} | {} | {} |\n",
+            "| {} | {label} | {} | {:.3} | {:.0} | {:.1} | {} | {} | {} |\n",
             method_label(&c.method),
             c.summary.episodes,
             c.summary.mean_score,
@@ -148,7 +199,8 @@ pub fn write(
             eff.get(&format!("{}/{}/{:?}", c.method, c.env, c.split))
                 .filter(|v| v.is_finite())
                 .map_or("—".into(), |v| format!("{v:.2}")),
-            diff.join(" / ")
+            diff.join(" / "),
+            c.summary.pass1.map_or("".into(), |p| format!("{p:.1}"))
         ));
     }
     if !curves.is_empty() {
@@ -182,7 +234,7 @@ pub fn write(
         ));
     }
     md.push_str(&format!(
-        "\nStage compute time as recorded when each stage ran: {:.1} min over {} stages ({} without a recorded time).\n\nOur backbone: {}. Glider here runs its offline phases (shared adapter, SFT on both levels, then advantage-weighted offline RL of the low level); its online high-level phase is not built yet. Stages: {} ({} reused from an earlier run).\n",
+        "\nStage compute time as recorded when each stage ran: {:.1} min over {} stages ({} without a recorded time).\n\nOur backbone: {}. Glider: one shared adapter, SFT on both levels, advantage-weighted offline RL of the low level, then online GRPO on its high-level decisions only. GRPO: outcome-reward GRPO on whole episodes from the flat SFT adapter. Stages: {} ({} reused from an earlier run).\n",
         stages.iter().filter_map(|s| s.ran_seconds).sum::<f64>() / 60.0,
         stages.len(),
         stages.iter().filter(|s| s.ran_seconds.is_none()).count(),
@@ -196,6 +248,53 @@ pub fn write(
         stages.len(),
         stages.iter().filter(|s| s.cached).count()
     ));
+    let rows = ablation_rows(profile, ablation_cells);
+    if let Some(ab) = &profile.ablations {
+        md.push_str(&format!(
+            "\n## Ablations ({}, training seeds {:?}, {} tasks per split, evaluation seeds {:?})\n\nSuccess % and mean final score: mean over training seeds ± 95 % t-interval half-width, then the per-seed values.\n\n| Variant | Split | Success % | Mean final score | Per seed: success % / score |\n|---|---|---|---|---|\n",
+            ab.env, ab.seeds, ab.tasks_per_split, ab.eval_seeds
+        ));
+        let pm = |xs: &[f64], digits: usize| {
+            let e = estimate(xs);
+            match e.half_width {
+                Some(h) => format!("{:.*} ± {:.*}", digits, e.mean, digits, h),
+                None => format!("{:.*}", digits, e.mean),
+            }
+        };
+        for r in &rows {
+            let per: Vec<String> = r
+                .seeds
+                .iter()
+                .zip(r.success.iter().zip(&r.mean_score))
+                .map(|(s, (a, b))| format!("s{s}: {a:.0} / {b:.3}"))
+                .collect();
+            md.push_str(&format!(
+                "| {} | {:?} | {} | {} | {} |\n",
+                r.variant,
+                r.split,
+                pm(&r.success, 1),
+                pm(&r.mean_score, 3),
+                per.join(", ")
+            ));
+        }
+        let mut csv =
+            String::from("variant,seed,env,split,success,mean_score,mean_tokens,episodes\n");
+        for c in ablation_cells {
+            csv.push_str(&format!(
+                "{},{},{},{:?},{:.4},{:.4},{:.1},{}\n",
+                c.variant,
+                c.seed,
+                c.env,
+                c.split,
+                c.summary.success.mean,
+                c.summary.mean_score,
+                c.summary.mean_tokens,
+                c.summary.episodes
+            ));
+        }
+        hier_backbone::write_atomic(&cfg.out.join("ablations.csv"), csv.as_bytes())
+            .map_err(|e| e.to_string())?;
+    }
     hier_backbone::write_atomic(&cfg.out.join("table1.md"), md.as_bytes())
         .map_err(|e| e.to_string())?;
 
@@ -229,11 +328,13 @@ pub fn write(
             commit,
             wall_seconds,
             cells,
-            token_efficiency_vs_flat_sft: eff,
+            token_efficiency_vs_react: eff.clone(),
+            ablations: rows.clone(),
+            ablation_cells,
             learning_curves: curves,
             stages,
             paper_llama_3_1_8b: PAPER_LLAMA_8B.to_vec(),
         },
     )?;
-    crate::figures::draw_all(&cfg.out, profile, cells, curves)
+    crate::figures::draw_all(&cfg.out, profile, cells, curves, &eff, &rows)
 }

@@ -65,15 +65,52 @@ fn smoke_profile_runs_every_stage_and_resumes_after_an_interruption() {
         serde_json::from_str(&std::fs::read_to_string(out.path().join("table1.json")).unwrap())
             .unwrap();
     let cells = json["cells"].as_array().unwrap();
-    // TextCraft has one split, ScienceWorld and ALFWorld two: 5 columns × 3 methods.
-    assert_eq!(cells.len(), 15);
+    // TextCraft has one split, ScienceWorld and ALFWorld two: 5 columns × 7 methods.
+    assert_eq!(profile.methods.len(), 7);
+    assert_eq!(cells.len(), 35);
     for c in cells {
         let m = c["summary"]["success"]["mean"].as_f64().unwrap();
         assert!((0.0..=100.0).contains(&m), "{c}");
         assert!(c["summary"]["mean_tokens"].as_f64().unwrap() > 0.0, "{c}");
     }
     let csv = std::fs::read_to_string(out.path().join("table1.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 16);
+    assert_eq!(csv.lines().count(), 36);
+    // Reflexion reports pass@1 beside pass@k; the prompted agents spent tokens on prompts.
+    let reflexion = cells.iter().find(|c| c["method"] == "reflexion").unwrap();
+    assert!(
+        reflexion["summary"]["pass1"].as_f64().is_some(),
+        "{reflexion}"
+    );
+    // Every ablation variant, trained with each seed, on TextCraft's one split.
+    let ab = profile.ablations.as_ref().unwrap();
+    let rows = json["ablations"].as_array().unwrap();
+    assert_eq!(rows.len(), ab.variants.len());
+    for r in rows {
+        assert_eq!(r["seeds"].as_array().unwrap().len(), ab.seeds.len(), "{r}");
+    }
+    for seed in &ab.seeds {
+        for v in &ab.variants {
+            let name = format!("ablation-{v}-s{seed}-textcraft");
+            assert!(
+                second.stages.iter().any(|s| s.name == name),
+                "missing {name}"
+            );
+        }
+    }
+    // Seed 1 trains its own adapters; seed 0 shares the main table's.
+    let mut sys1_dirs: Vec<&str> = second
+        .stages
+        .iter()
+        .filter(|s| s.name == "sft-sys1-textcraft")
+        .map(|s| s.dir.as_str())
+        .collect();
+    sys1_dirs.sort();
+    sys1_dirs.dedup();
+    assert_eq!(sys1_dirs.len(), ab.seeds.len(), "{sys1_dirs:?}");
+    assert!(
+        md.contains("## Ablations") && md.contains("| paradigm-swap |"),
+        "{md}"
+    );
     // The learning curve has one point per online iteration, iteration 0 first.
     let curve = &json["learning_curves"]["textcraft"];
     assert_eq!(curve.as_array().unwrap().len(), profile.online.iterations);
