@@ -19,7 +19,7 @@
 use std::path::Path;
 
 use hier_backbone::burn::module::Module;
-use hier_backbone::burn::optim::{AdamWConfig, GradientsParams};
+use hier_backbone::burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
 use hier_backbone::burn::tensor::{Tensor, TensorData};
 use hier_backbone::{CausalLm, Forward, SamplingConfig, Tokenizer};
 use hier_data::batch::{flat_prompt, planner_prompt};
@@ -225,6 +225,82 @@ fn padded(
     Tensor::from_data(TensorData::new(v, [rows.len(), width]), device)
 }
 
+/// `cfg.epochs` passes of PPO-clip steps (batches of `cfg.batch_size`, shuffled by `rng`) over
+/// `samples` — decisions with their episode's advantage — on adapter `id` (`cfg.adapter`).
+/// The ratio's denominator is the adapter before the first step (the policy that played);
+/// with `cfg.beta > 0` the k3 KL to `cfg.reference` is added. Returns every step's loss.
+pub fn ppo_passes(
+    mut lm: CausalLm,
+    id: hier_backbone::AdapterId,
+    optim: &mut ModuleOptimizer,
+    samples: &[(SftExample, f32)],
+    cfg: &GrpoConfig,
+    rng: &mut StdRng,
+) -> Result<(CausalLm, Vec<f64>)> {
+    let mut losses = Vec::new();
+    if samples.is_empty() {
+        return Ok((lm, losses));
+    }
+    let device = lm.device();
+    let ppo = PpoConfig {
+        eps_low: cfg.clip_eps,
+        eps_high: cfg.clip_eps,
+        beta: cfg.beta,
+        normalisation: LossNormalisation::Grpo,
+    };
+    let rows: Vec<SftExample> = samples.iter().map(|(e, _)| e.clone()).collect();
+    let (old, refs) = {
+        let inference = lm.valid();
+        let old = scores_of(&inference, id, &rows, cfg.batch_size)?;
+        let refs = if cfg.beta != 0.0 {
+            let r = inference.adapter_id(&cfg.reference)?;
+            Some(scores_of(&inference, r, &rows, cfg.batch_size)?)
+        } else {
+            None
+        };
+        (old, refs)
+    };
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    for _ in 0..cfg.epochs {
+        order.shuffle(rng);
+        for batch in order.chunks(cfg.batch_size) {
+            let chunk: Vec<SftExample> = batch.iter().map(|&i| rows[i].clone()).collect();
+            let s = lm.score(
+                &score_requests(&chunk),
+                Forward {
+                    adapter: Some(id),
+                    train: true,
+                },
+            )?;
+            let [_, c] = s.logprobs.dims();
+            let pick = |xs: &Vec<Vec<f32>>| {
+                padded(
+                    &batch.iter().map(|&i| &xs[i]).collect::<Vec<_>>(),
+                    c,
+                    &device,
+                )
+            };
+            let (old_t, ref_t) = (pick(&old), refs.as_ref().map(pick));
+            let adv: Vec<f32> = batch.iter().map(|&i| samples[i].1).collect();
+            let adv = Tensor::<1>::from_data(TensorData::new(adv, [batch.len()]), &device);
+            let out = ppo_clip_loss(s.logprobs, old_t, adv, s.mask, ref_t, &ppo)
+                .map_err(|e| RlError::Invalid(e.to_string()))?;
+            let value = out.loss.clone().into_scalar::<f32>();
+            if !value.is_finite() {
+                return Err(RlError::Invalid(format!(
+                    "grpo {}: loss became {value}; lower lr",
+                    cfg.adapter
+                )));
+            }
+            let mut grads = GradientsParams::from_grads(out.loss.backward(), &lm);
+            clip_global_norm(&lm, &mut grads, cfg.grad_clip);
+            lm = optim.step(cfg.lr, lm, grads);
+            losses.push(value as f64);
+        }
+    }
+    Ok((lm, losses))
+}
+
 /// Trains (or resumes) `cfg.adapter` from `cfg.reference` by GRPO on `train_tasks`; `lm` must
 /// live on an autodiff device and hold the reference (and, at the planner level, the executor).
 #[allow(clippy::too_many_arguments)]
@@ -299,12 +375,6 @@ pub fn train_grpo(
         .map(|p| serde_json::to_string(p).expect("serialises") + "\n")
         .collect();
     hier_backbone::write_atomic(&curve_path, text.as_bytes())?;
-    let ppo = PpoConfig {
-        eps_low: cfg.clip_eps,
-        eps_high: cfg.clip_eps,
-        beta: cfg.beta,
-        normalisation: LossNormalisation::Grpo,
-    };
     let scaling = if cfg.scale_std {
         StdScaling::Group
     } else {
@@ -316,7 +386,6 @@ pub fn train_grpo(
         &format!("grpo {}", cfg.adapter),
     );
     bar.set_position(start as u64);
-    let device = lm.device();
     for it in start..cfg.iterations {
         // 1. Play G episodes of each picked task with the current adapter.
         let mut rng =
@@ -396,68 +465,8 @@ pub fn train_grpo(
             }
         }
         // 3. PPO-clip passes.
-        let mut losses = Vec::new();
-        if !samples.is_empty() {
-            let rows: Vec<SftExample> = samples.iter().map(|(e, _)| e.clone()).collect();
-            let (old, refs) = {
-                let inference = lm.valid();
-                let me = inference.adapter_id(&cfg.adapter)?;
-                let old = scores_of(&inference, me, &rows, cfg.batch_size)?;
-                let refs = if cfg.beta != 0.0 {
-                    Some(scores_of(
-                        &inference,
-                        inference.adapter_id(&cfg.reference)?,
-                        &rows,
-                        cfg.batch_size,
-                    )?)
-                } else {
-                    None
-                };
-                (old, refs)
-            };
-            let mut order: Vec<usize> = (0..rows.len()).collect();
-            for _ in 0..cfg.epochs {
-                order.shuffle(&mut rng);
-                for batch in order.chunks(cfg.batch_size) {
-                    let chunk: Vec<SftExample> = batch.iter().map(|&i| rows[i].clone()).collect();
-                    let s = lm.score(
-                        &score_requests(&chunk),
-                        Forward {
-                            adapter: Some(id),
-                            train: true,
-                        },
-                    )?;
-                    let [_, c] = s.logprobs.dims();
-                    let old_t = padded(
-                        &batch.iter().map(|&i| &old[i]).collect::<Vec<_>>(),
-                        c,
-                        &device,
-                    );
-                    let ref_t = refs.as_ref().map(|r| {
-                        padded(
-                            &batch.iter().map(|&i| &r[i]).collect::<Vec<_>>(),
-                            c,
-                            &device,
-                        )
-                    });
-                    let adv: Vec<f32> = batch.iter().map(|&i| samples[i].1).collect();
-                    let adv = Tensor::<1>::from_data(TensorData::new(adv, [batch.len()]), &device);
-                    let out = ppo_clip_loss(s.logprobs, old_t, adv, s.mask, ref_t, &ppo)
-                        .map_err(|e| RlError::Invalid(e.to_string()))?;
-                    let value = out.loss.clone().into_scalar::<f32>();
-                    if !value.is_finite() {
-                        return Err(RlError::Invalid(format!(
-                            "grpo {}: loss became {value} at iteration {it}; lower lr",
-                            cfg.adapter
-                        )));
-                    }
-                    let mut grads = GradientsParams::from_grads(out.loss.backward(), &lm);
-                    clip_global_norm(&lm, &mut grads, cfg.grad_clip);
-                    lm = optim.step(cfg.lr, lm, grads);
-                    losses.push(value as f64);
-                }
-            }
-        }
+        let (m, losses) = ppo_passes(lm, id, &mut optim, &samples, cfg, &mut rng)?;
+        lm = m;
         let point = GrpoPoint {
             iteration: it + 1,
             episodes: traces.len(),
@@ -532,6 +541,86 @@ mod tests {
             generated_tokens: 0,
             notes: Vec::new(),
         }
+    }
+
+    fn config() -> GrpoConfig {
+        GrpoConfig {
+            adapter: "grpo".into(),
+            reference: "ref".into(),
+            level: Level::Flat,
+            executor: None,
+            iterations: 1,
+            tasks_per_iteration: 1,
+            group_size: 2,
+            epochs: 4,
+            batch_size: 2,
+            lr: 2e-2,
+            weight_decay: 0.0,
+            grad_clip: 10.0,
+            clip_eps: 0.2,
+            beta: 0.0,
+            scale_std: true,
+            rollout: RolloutConfig::default(),
+            max_tokens: 8,
+            planner_max_tokens: 8,
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 50,
+            max_len: 64,
+            seed: 0,
+        }
+    }
+
+    /// PPO-clip passes raise the likelihood of decisions with positive advantage and lower
+    /// those with negative advantage, on the trained adapter only.
+    #[test]
+    fn updates_follow_the_sign_of_the_advantage() {
+        use crate::pretrain::TinyModelConfig;
+        use crate::sft::{add_seeded_adapter, lora_config};
+        let cfg = TinyModelConfig {
+            vocab_size: 64,
+            hidden_size: 32,
+            intermediate_size: 64,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            max_position_embeddings: 64,
+            rope_theta: 10000.0,
+            rms_norm_eps: 1e-5,
+            tie_word_embeddings: false,
+        };
+        let device = hier_backbone::burn::tensor::Device::flex().autodiff();
+        let mut lm = CausalLm::random(cfg.model_config().unwrap(), 3, &device).unwrap();
+        let lora = lora_config("test", 4, 8.0, &["q_proj".into(), "v_proj".into()]).unwrap();
+        let id = add_seeded_adapter(&mut lm, "grpo", lora.clone(), 1).unwrap();
+        let other = add_seeded_adapter(&mut lm, "ref", lora, 2).unwrap();
+        let good = SftExample {
+            prompt: vec![1, 5, 9, 11],
+            target: vec![20, 21],
+        };
+        let bad = SftExample {
+            prompt: vec![1, 5, 9, 11],
+            target: vec![30, 31],
+        };
+        let logp = |lm: &CausalLm, adapter| {
+            let v = scores_of(&lm.valid(), adapter, &[good.clone(), bad.clone()], 2).unwrap();
+            (v[0].iter().sum::<f32>(), v[1].iter().sum::<f32>())
+        };
+        let (g0, b0) = logp(&lm, id);
+        let ref0 = logp(&lm, other);
+        let mut optim = AdamWConfig::new().init();
+        let mut rng = StdRng::seed_from_u64(0);
+        let samples = vec![(good.clone(), 1.0), (bad.clone(), -1.0)];
+        let (lm, losses) = ppo_passes(lm, id, &mut optim, &samples, &config(), &mut rng).unwrap();
+        assert_eq!(losses.len(), 4, "one step per batch per epoch");
+        let (g1, b1) = logp(&lm, id);
+        assert!(g1 > g0 + 0.1, "positive advantage: {g0} → {g1}");
+        assert!(b1 < b0 - 0.1, "negative advantage: {b0} → {b1}");
+        assert_eq!(logp(&lm, other), ref0, "other adapters are untouched");
+        // No sample, no step.
+        let mut optim = AdamWConfig::new().init();
+        let (_, losses) = ppo_passes(lm, id, &mut optim, &[], &config(), &mut rng).unwrap();
+        assert!(losses.is_empty());
     }
 
     #[test]

@@ -9,10 +9,11 @@
 //! Pieces: causal-LM pre-training of tiny backbones ([`pretrain`]), datasets from expert
 //! demonstrations ([`demos`]) and each role's tokenised examples ([`roles`]), LoRA SFT
 //! ([`sft`]), System-2 offline and online RL ([`offline_rl`], [`online_rl`], sharing the
-//! critic pieces of [`sys2`]), the Multi² and flat rollouts ([`multi2`], [`flat`]), evaluation
-//! ([`eval`], [`metrics`]), and the `reproduce table1` pipeline with its outputs ([`table1`],
-//! [`table1_report`], [`figures`]). The remaining baselines, the ablations and the steering
-//! supervisor come with later issues.
+//! critic pieces of [`sys2`]), the Multi² and flat rollouts ([`multi2`], [`flat`]), the prompted
+//! baselines ([`react`], [`reflexion`], [`adapt`]), outcome-reward GRPO ([`grpo`]: the GRPO
+//! baseline and Glider's online phase), evaluation ([`eval`], [`metrics`]), and the
+//! `reproduce table1` pipeline with its ablations and outputs ([`table1`], [`table1_report`],
+//! [`figures`]). The steering supervisor comes with a later issue.
 
 pub mod adapt;
 pub mod batching;
