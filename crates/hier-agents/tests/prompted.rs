@@ -56,7 +56,7 @@ fn demo() -> Demo {
 /// task named at the prompt's end, or scripted failures.
 struct Scripted {
     /// (task description, expert actions).
-    gold: Vec<(String, Vec<String>)>,
+    gold: Gold,
     /// Solve only once a reflection is in the prompt (Reflexion's second trial).
     needs_lesson: bool,
     /// ADaPT: the root attempt gives up; the planner answers this plan.
@@ -65,7 +65,7 @@ struct Scripted {
 }
 
 impl Scripted {
-    fn new(gold: Vec<(String, Vec<String>)>, needs_lesson: bool, plan: Option<&str>) -> Self {
+    fn new(gold: Gold, needs_lesson: bool, plan: Option<&str>) -> Self {
         Self {
             gold,
             needs_lesson,
@@ -99,11 +99,9 @@ impl Scripted {
                 "dance".into()
             };
         }
-        if let Some(plan) = &self.plan {
-            if p.contains(&format!("Task: {task}\n")) && self.gold.iter().any(|(t, _)| *t == task) {
-                // The root attempt gives up at once.
-                return "finish: failure".into();
-            }
+        // ADaPT's root attempt (the environment's own task) gives up at once.
+        if self.plan.is_some() && self.gold.iter().any(|(t, _)| *t == task) {
+            return "finish: failure".into();
         }
         let (_, gold) = self
             .gold
@@ -133,7 +131,10 @@ impl TextPolicy for Scripted {
     }
 }
 
-fn textcraft_with_gold(n: usize) -> (Vec<Box<dyn Env>>, Vec<Task>, Vec<(String, Vec<String>)>) {
+/// (task description, expert actions) per task.
+type Gold = Vec<(String, Vec<String>)>;
+
+fn textcraft_with_gold(n: usize) -> (Vec<Box<dyn Env>>, Vec<Task>, Gold) {
     let mut env = TextCraft::from_assets().unwrap();
     let tasks: Vec<Task> = env.tasks(Split::Id).unwrap().into_iter().take(n).collect();
     let gold = tasks
