@@ -557,7 +557,12 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
     let mut cells = Vec::new();
     let mut ablation_cells = Vec::new();
     let mut curves: BTreeMap<String, Vec<CurvePoint>> = BTreeMap::new();
-    for (env_name, d) in profile.envs.iter().zip(&data) {
+    // The main table first, for every environment; then the ablations (most of the compute),
+    // so that an interrupted run has its table's stages done.
+    for (ablating, (env_name, d)) in [false, true]
+        .into_iter()
+        .flat_map(|a| profile.envs.iter().zip(&data).map(move |x| (a, x)))
+    {
         let data_key = Stages::upstream(&data_dirs[env_name]);
         let eval_tasks: Vec<SplitTasks> = read_json(&task_dirs[env_name].join("tasks.json"))?;
         let base =
@@ -572,7 +577,7 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
             d,
             base,
         };
-        for method in &profile.methods {
+        for method in profile.methods.iter().filter(|_| !ablating) {
             let trained = ctx.method(method, profile.seed)?;
             if let Some(c) = &trained.curve {
                 curves.insert(env_name.clone(), c.clone());
@@ -594,7 +599,11 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
             }
         }
         // Ablations: each variant trained with every seed, evaluated on a subset.
-        let Some(ab) = profile.ablations.as_ref().filter(|a| &a.env == env_name) else {
+        let Some(ab) = profile
+            .ablations
+            .as_ref()
+            .filter(|a| ablating && &a.env == env_name)
+        else {
             continue;
         };
         let tasks: Vec<SplitTasks> = eval_tasks
