@@ -32,6 +32,7 @@ pub mod react;
 pub mod reflexion;
 pub mod roles;
 pub mod runlog;
+pub mod search_agent;
 pub mod sft;
 pub mod sys2;
 pub mod table1;
