@@ -2,14 +2,12 @@
 //! drift are scored by the environment, and a supervisor's interventions reach the executor.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use hier_agents::multi2::{Reply, TextPolicy};
 use hier_agents::search_agent::{
     Drift, DriftConfig, Intervention, SearchState, Supervisor, demonstrations, rollout_search,
 };
-use hier_envs::qa::env::{QaEnv, QaEnvConfig, QaTask};
-use hier_envs::qa::index::Bm25Index;
+use hier_envs::qa::env::{QaEnv, QaEnvConfig};
 use hier_envs::qa::world::{World, WorldConfig};
 use hier_envs::{Env, Split};
 
@@ -25,21 +23,7 @@ fn env() -> QaEnv {
         ..WorldConfig::default()
     })
     .unwrap();
-    let index = Arc::new(Bm25Index::in_memory(&w.documents).unwrap());
-    let split = |s: &str| {
-        w.questions
-            .iter()
-            .filter(|q| q.split == s)
-            .map(QaTask::from)
-            .collect()
-    };
-    QaEnv::new(
-        index,
-        split("train"),
-        split("test"),
-        Vec::new(),
-        QaEnvConfig::default(),
-    )
+    QaEnv::synthetic(&w, QaEnvConfig::default()).unwrap()
 }
 
 fn drift() -> DriftConfig {

@@ -152,6 +152,27 @@ impl QaEnv {
         }
     }
 
+    /// A synthetic world's questions (train / test) over an in-memory BM25 index of its corpus.
+    pub fn synthetic(world: &super::world::World, config: QaEnvConfig) -> Result<Self> {
+        let index = super::index::Bm25Index::in_memory(&world.documents)
+            .map_err(EnvError::InvalidArgument)?;
+        let split = |s: &str| {
+            world
+                .questions
+                .iter()
+                .filter(|q| q.split == s)
+                .map(QaTask::from)
+                .collect()
+        };
+        Ok(Self::new(
+            Arc::new(index),
+            split("train"),
+            split("test"),
+            Vec::new(),
+            config,
+        ))
+    }
+
     fn split(&self, split: Split) -> &[QaTask] {
         match split {
             Split::Train => &self.train,
@@ -297,7 +318,6 @@ impl Env for QaEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qa::index::Bm25Index;
     use crate::qa::world::{World, WorldConfig};
 
     #[test]
@@ -333,21 +353,7 @@ mod tests {
             ..WorldConfig::default()
         })
         .unwrap();
-        let index = Arc::new(Bm25Index::in_memory(&w.documents).unwrap());
-        let split = |s: &str| {
-            w.questions
-                .iter()
-                .filter(|q| q.split == s)
-                .map(QaTask::from)
-                .collect()
-        };
-        let mut env = QaEnv::new(
-            index,
-            split("train"),
-            split("test"),
-            Vec::new(),
-            QaEnvConfig::default(),
-        );
+        let mut env = QaEnv::synthetic(&w, QaEnvConfig::default()).unwrap();
         let mut found = 0;
         let tasks = env.tasks(Split::Train).unwrap();
         assert!(!tasks.is_empty());
