@@ -339,14 +339,22 @@ fn token_efficiency(
     let root = BitMapBackend::new(path, (1200, 520)).into_drawing_area();
     root.fill(&WHITE)?;
     let (left, right) = root.split_horizontally(600);
-    let max_tokens = here
+    // Tokens span orders of magnitude (Reflexion pays for six trials): a log axis, in
+    // thousands.
+    let kilo: Vec<f64> = here
         .iter()
-        .map(|c| c.summary.mean_tokens)
-        .fold(1.0, f64::max)
-        * 1.15;
+        .map(|c| c.summary.mean_tokens / 1000.0)
+        .collect();
+    let (x_lo, x_hi) = (
+        kilo.iter().copied().fold(f64::INFINITY, f64::min).max(1e-3) / 1.6,
+        kilo.iter().copied().fold(0.0, f64::max).max(1e-3) * 3.0,
+    );
+    let scores: Vec<f64> = here.iter().map(|c| c.summary.mean_score).collect();
+    let s_lo = scores.iter().copied().fold(0.0, f64::min) - 0.05;
+    let s_hi = scores.iter().copied().fold(0.0, f64::max) + 0.1;
     let panels: [(&DrawingArea<_, _>, &str, f64, f64); 2] = [
         (&left, "success %", -5.0, 105.0),
-        (&right, "mean final score", -1.05, 1.05),
+        (&right, "mean final score", s_lo, s_hi),
     ];
     for (k, (area, what, lo, hi)) in panels.into_iter().enumerate() {
         let mut chart = ChartBuilder::on(area)
@@ -357,10 +365,11 @@ fn token_efficiency(
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(52)
-            .build_cartesian_2d(0f64..max_tokens, lo..hi)?;
+            .build_cartesian_2d((x_lo..x_hi).log_scale(), lo..hi)?;
         chart
             .configure_mesh()
-            .x_desc("tokens per episode")
+            .x_desc("thousand tokens per episode (log scale)")
+            .x_label_formatter(&|x| format!("{x:.0}"))
             .y_desc(what)
             .label_style(("sans-serif", 13))
             .draw()?;
@@ -374,18 +383,19 @@ fn token_efficiency(
             } else {
                 c.summary.mean_score
             };
-            let x = c.summary.mean_tokens;
+            let x = c.summary.mean_tokens / 1000.0;
             let e = efficiency
                 .get(&format!("{m}/{env}/{split:?}"))
                 .map_or("n/a".to_owned(), |v| format!("{v:.2}"));
             chart.draw_series(std::iter::once(Circle::new(
                 (x, y),
-                10,
+                9,
                 color.mix(0.6).filled(),
             )))?;
+            // Labels of nearby bubbles are stacked at different heights.
             chart.draw_series(std::iter::once(Text::new(
                 format!("{} ({e})", method_label(m)),
-                (x, y + (hi - lo) * (0.03 + 0.035 * (i % 3) as f64)),
+                (x * 1.05, y + (hi - lo) * (0.03 + 0.045 * (i % 5) as f64)),
                 ("sans-serif", 13).into_font().color(&color),
             )))?;
         }
