@@ -34,6 +34,7 @@ pub mod roles;
 pub mod runlog;
 pub mod search_agent;
 pub mod sft;
+pub mod steer_agent;
 pub mod sys2;
 pub mod table1;
 pub mod table1_report;

@@ -1,4 +1,5 @@
-//! Parsing the slow path's output: `<think>…</think><action>pass | guide: … | reject: …</action>`.
+//! Parsing the slow path's output:
+//! `<think>…</think><action>pass | stop | guide: … | reject: …</action>`.
 
 use crate::error::{Result, SteerError};
 
@@ -11,6 +12,8 @@ pub enum Intervention {
     Guide(String),
     /// Reject the current message (pipeline handoff) and ask for a retry, with the reason.
     Reject(String),
+    /// Stop the executor's search and have it answer now (retrieval QA's stop-and-answer).
+    Stop,
 }
 
 /// A parsed slow-path output.
@@ -46,8 +49,8 @@ fn between<'a>(text: &'a str, open: &str, close: &str) -> Result<Option<&'a str>
 }
 
 /// Parses one slow-path output. `<think>` is optional; exactly one `<action>` is required, and its
-/// content is `pass`, `guide: <note>` or `reject: <reason>` (case-insensitive keyword, non-empty
-/// note or reason). Anything else is an error naming what is wrong.
+/// content is `pass`, `stop`, `guide: <note>` or `reject: <reason>` (case-insensitive keyword,
+/// non-empty note or reason). Anything else is an error naming what is wrong.
 pub fn parse_slow_path(text: &str) -> Result<SlowPathOutput> {
     let reasoning = between(text, "<think>", "</think>")?
         .unwrap_or("")
@@ -59,6 +62,8 @@ pub fn parse_slow_path(text: &str) -> Result<SlowPathOutput> {
     let lower = action.to_ascii_lowercase();
     let intervention = if lower == "pass" {
         Intervention::Pass
+    } else if lower == "stop" {
+        Intervention::Stop
     } else if let Some((kw, rest)) = action.split_once(':') {
         let body = rest.trim().to_string();
         match kw.trim().to_ascii_lowercase().as_str() {
@@ -69,14 +74,14 @@ pub fn parse_slow_path(text: &str) -> Result<SlowPathOutput> {
             "reject" => Intervention::Reject(body),
             other => {
                 return Err(err(
-                    format!("unknown action `{other}` (expected pass, guide: or reject:)"),
+                    format!("unknown action `{other}` (expected pass, stop, guide: or reject:)"),
                     text,
                 ));
             }
         }
     } else {
         return Err(err(
-            format!("unknown action `{action}` (expected pass, guide: or reject:)"),
+            format!("unknown action `{action}` (expected pass, stop, guide: or reject:)"),
             text,
         ));
     };

@@ -188,6 +188,12 @@ fn slow_path_outputs_parse_or_fail_clearly() {
             .intervention,
         Intervention::Reject("the answer ignores the date".into())
     );
+    assert_eq!(
+        parse_slow_path("<think>it has the answer</think><action> Stop </action>")
+            .unwrap()
+            .intervention,
+        Intervention::Stop
+    );
     for (bad, why) in [
         ("<think>x</think>", "no <action>"),
         ("<action>guide:</action>", "empty"),

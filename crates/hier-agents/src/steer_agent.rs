@@ -1,0 +1,315 @@
+//! The steering agent of METHODS.md B over the search executor: it renders the observation
+//! `O(g, s_t)` (the question and the executor's turns so far), answers the fast path's fixed
+//! yes/no question in one forward pass, `z = log p(yes) − log p(no)`, triggers the slow path
+//! with probability `p_t = σ(z − logit τ)`, and on a trigger generates
+//! `<think> r </think><action> pass | stop | guide: note </action>` — parsed by
+//! `hier_steer::parse` and applied as an [`Intervention`] (a guidance note, or stop-and-answer).
+//!
+//! The agent runs on its own adapter over a backbone that may differ from the executor's.
+
+use hier_backbone::{AdapterId, CausalLm, Forward, GenerationRequest, SamplingConfig, Tokenizer};
+use hier_steer::gate::{Gate, trigger_probability_f64};
+use hier_steer::parse::{Intervention as Decision, parse_slow_path};
+use serde::{Deserialize, Serialize};
+
+use crate::search_agent::{Intervention, SearchState, Supervisor};
+
+/// The fast path's question.
+pub const FAST_QUESTION: &str = "Is the executor drifting, so that a supervisor should step in \
+now? Answer yes or no.\nAnswer:";
+
+/// The slow path's instruction.
+pub const SLOW_INSTRUCTION: &str = "Decide how to steer the executor. Reply with \
+<think> your reasoning </think> then <action>pass</action>, <action>stop</action> (it has \
+enough to answer: answer now) or <action>guide: a short note</action>.\n";
+
+/// Settings of the steering agent at deployment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SteerConfig {
+    /// The threshold τ ∈ (0, 1): higher means fewer interventions (no retraining needed).
+    pub tau: f64,
+    /// Executor turns shown in the observation (the latest ones).
+    pub history: usize,
+    /// Characters kept of each retrieved-information block in the observation.
+    pub info_chars: usize,
+    /// Slow-path sampling.
+    pub max_tokens: usize,
+    pub temperature: f32,
+    pub top_p: f32,
+    pub top_k: usize,
+    pub seed: u64,
+}
+
+/// `O(g, s_t)`: the goal, the supervisor's earlier notes, and the executor's latest turns.
+pub fn observation(state: &SearchState<'_>, history: usize, info_chars: usize) -> String {
+    let mut o = format!("Goal: answer the question: {}\n", state.question.trim());
+    for g in state.guidance {
+        o.push_str(&format!("Earlier note: {g}\n"));
+    }
+    let skip = state.turns.len().saturating_sub(history);
+    o.push_str(&format!(
+        "The executor has taken {} turns{}:\n",
+        state.turns.len(),
+        if skip > 0 {
+            format!(" ({skip} not shown)")
+        } else {
+            String::new()
+        }
+    ));
+    for (turn, info) in &state.turns[skip..] {
+        let info: String = info.chars().take(info_chars).collect();
+        o.push_str(&format!("{turn}\n{info}\n"));
+    }
+    o
+}
+
+/// The fast path's prompt for an observation; `spaced` when the answer tokens are read after
+/// a space (see [`AnswerTokens`]).
+pub fn fast_prompt(observation: &str, spaced: bool) -> String {
+    format!(
+        "{observation}{FAST_QUESTION}{}",
+        if spaced { " " } else { "" }
+    )
+}
+
+/// The slow path's prompt for an observation.
+pub fn slow_prompt(observation: &str) -> String {
+    format!("{observation}{SLOW_INSTRUCTION}<think>")
+}
+
+/// The tokens whose logits the fast path compares. Where ` yes` and ` no` are single, distinct
+/// tokens (instruct checkpoints' vocabularies), they follow `Answer:` directly; otherwise the
+/// prompt ends with the space and the first tokens of `yes` and `no` are compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnswerTokens {
+    pub yes: u32,
+    pub no: u32,
+    pub spaced: bool,
+}
+
+impl AnswerTokens {
+    pub fn of(tok: &Tokenizer) -> Result<Self, String> {
+        let enc = |w: &str| {
+            tok.encode(w, false)
+                .map_err(|e| format!("steering: tokenising {w:?}: {e}"))
+        };
+        let (y, n) = (enc(" yes")?, enc(" no")?);
+        if y.len() == 1 && n.len() == 1 && y != n {
+            return Ok(Self {
+                yes: y[0],
+                no: n[0],
+                spaced: false,
+            });
+        }
+        let (y, n) = (enc("yes")?, enc("no")?);
+        match (y.first(), n.first()) {
+            (Some(&yes), Some(&no)) if yes != no => Ok(Self {
+                yes,
+                no,
+                spaced: true,
+            }),
+            _ => Err("steering: the tokenizer cannot tell `yes` from `no` by one token".into()),
+        }
+    }
+}
+
+/// The fast path's log-odds `z` of each prompt, from one forward pass each (batched): the
+/// logits predicting the token after the prompt, `z = logit_yes − logit_no`.
+pub fn log_odds(
+    lm: &CausalLm,
+    adapter: Option<AdapterId>,
+    prompts: &[Vec<u32>],
+    yes: u32,
+    no: u32,
+    train: bool,
+) -> Result<hier_backbone::burn::tensor::Tensor<1>, String> {
+    if yes == no {
+        return Err("steering: `yes` and `no` start with the same token".into());
+    }
+    // Scoring `yes` as a one-token continuation returns the logits at the prediction position.
+    let requests: Vec<hier_backbone::ScoreRequest> = prompts
+        .iter()
+        .map(|p| hier_backbone::ScoreRequest {
+            prompt: p.clone(),
+            continuation: vec![yes],
+        })
+        .collect();
+    let out = lm
+        .score(&requests, Forward { adapter, train })
+        .map_err(|e| format!("steering fast path: {e}"))?;
+    let [b, _, v] = out.logits.dims();
+    let logits = out.logits.narrow(1, 0, 1).reshape([b, v]);
+    hier_steer::gate::yes_no_log_odds(logits, yes as usize, no as usize)
+        .map_err(|e| format!("steering fast path: {e}"))
+}
+
+/// What the agent did at one state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SteerRecord {
+    pub z: f32,
+    pub trigger_probability: f64,
+    pub triggered: bool,
+    /// The slow path's raw output and what it was read as (`None`: not triggered, or
+    /// unreadable — then nothing is applied).
+    pub output: Option<String>,
+    pub intervention: Option<Intervention>,
+    pub parse_error: Option<String>,
+}
+
+/// The steering agent as a [`Supervisor`] of the search executor.
+pub struct SteeringAgent<'a> {
+    pub lm: &'a CausalLm,
+    pub tokenizer: &'a Tokenizer,
+    pub adapter: Option<AdapterId>,
+    pub config: SteerConfig,
+    gate: Gate,
+    answers: AnswerTokens,
+    calls: u64,
+    /// Every decision, in order.
+    pub log: Vec<SteerRecord>,
+}
+
+impl<'a> SteeringAgent<'a> {
+    pub fn new(
+        lm: &'a CausalLm,
+        tokenizer: &'a Tokenizer,
+        adapter: Option<AdapterId>,
+        config: SteerConfig,
+    ) -> Result<Self, String> {
+        hier_steer::gate::logit(config.tau).map_err(|e| e.to_string())?;
+        Ok(Self {
+            lm,
+            tokenizer,
+            adapter,
+            gate: Gate::new(config.seed),
+            config,
+            answers: AnswerTokens::of(tokenizer)?,
+            calls: 0,
+            log: Vec::new(),
+        })
+    }
+
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        self.tokenizer
+            .encode(text, false)
+            .map_err(|e| format!("steering: {e}"))
+    }
+}
+
+impl Supervisor for SteeringAgent<'_> {
+    fn decide(&mut self, states: &[SearchState<'_>]) -> Result<Vec<Option<Intervention>>, String> {
+        let (history, chars) = (self.config.history, self.config.info_chars);
+        let obs: Vec<String> = states
+            .iter()
+            .map(|s| observation(s, history, chars))
+            .collect();
+        let prompts = obs
+            .iter()
+            .map(|o| self.encode(&fast_prompt(o, self.answers.spaced)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let a = self.answers;
+        let z: Vec<f32> = log_odds(self.lm, self.adapter, &prompts, a.yes, a.no, false)?
+            .into_data()
+            .try_to_vec::<f32>()
+            .map_err(|e| format!("steering: {e:?}"))?;
+        let mut records: Vec<SteerRecord> = Vec::with_capacity(states.len());
+        for &zi in &z {
+            let p = trigger_probability_f64(f64::from(zi), self.config.tau)
+                .map_err(|e| e.to_string())?;
+            records.push(SteerRecord {
+                z: zi,
+                trigger_probability: p,
+                triggered: self.gate.decide(p),
+                output: None,
+                intervention: None,
+                parse_error: None,
+            });
+        }
+        let slow: Vec<usize> = (0..states.len())
+            .filter(|&i| records[i].triggered)
+            .collect();
+        if !slow.is_empty() {
+            let requests = slow
+                .iter()
+                .map(|&i| {
+                    Ok(GenerationRequest {
+                        prompt: self.encode(&slow_prompt(&obs[i]))?,
+                        stop_tokens: Vec::new(),
+                        stop_strings: vec!["</action>".into()],
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            let sampling = SamplingConfig {
+                max_new_tokens: self.config.max_tokens,
+                temperature: self.config.temperature,
+                top_k: Some(self.config.top_k),
+                top_p: Some(self.config.top_p),
+                seed: self.config.seed.wrapping_add(self.calls),
+                use_cache: true,
+            };
+            self.calls += 1;
+            let tok = self.tokenizer;
+            let decode = |ids: &[u32]| tok.decode(ids, true).unwrap_or_default();
+            let outs = self
+                .lm
+                .generate(&requests, &sampling, self.adapter, Some(&decode))
+                .map_err(|e| format!("steering slow path: {e}"))?;
+            for (&i, g) in slow.iter().zip(outs) {
+                let mut text = format!("<think>{}", decode(&g.tokens));
+                if !text.contains("</action>") {
+                    text.push_str("</action>");
+                }
+                let r = &mut records[i];
+                match parse_slow_path(&text) {
+                    Ok(p) => {
+                        r.intervention = match p.intervention {
+                            Decision::Pass => None,
+                            Decision::Stop => Some(Intervention::StopAndAnswer),
+                            Decision::Guide(note) | Decision::Reject(note) => {
+                                Some(Intervention::Guidance(note))
+                            }
+                        }
+                    }
+                    Err(e) => r.parse_error = Some(e.to_string()),
+                }
+                r.output = Some(text);
+            }
+        }
+        let out = records.iter().map(|r| r.intervention.clone()).collect();
+        self.log.extend(records);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observations_show_the_goal_notes_and_the_latest_turns() {
+        let turns: Vec<(String, String)> = (0..4)
+            .map(|k| {
+                (
+                    format!("<search> q{k} </search>"),
+                    format!("<information>doc {k} text</information>"),
+                )
+            })
+            .collect();
+        let notes = vec!["stop soon".to_owned()];
+        let s = SearchState {
+            question: "Who founded X?",
+            turns: &turns,
+            guidance: &notes,
+        };
+        let o = observation(&s, 2, 18);
+        assert!(
+            o.starts_with("Goal: answer the question: Who founded X?\nEarlier note: stop soon\n")
+        );
+        assert!(o.contains("taken 4 turns (2 not shown)"));
+        assert!(!o.contains("q1") && o.contains("<search> q2 </search>\n<information>doc 2\n"));
+        assert!(fast_prompt(&o, false).ends_with("Answer:"));
+        assert!(fast_prompt(&o, true).ends_with("Answer: "));
+        assert!(slow_prompt(&o).ends_with("<think>"));
+    }
+}
