@@ -19,7 +19,7 @@
 use std::path::Path;
 
 use hier_backbone::burn::module::Module;
-use hier_backbone::burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
+use hier_backbone::burn::optim::{GradientsParams, ModuleOptimizer};
 use hier_backbone::burn::tensor::{Tensor, TensorData};
 use hier_backbone::{CausalLm, Forward, SamplingConfig, Tokenizer};
 use hier_data::batch::{flat_prompt, planner_prompt};
@@ -327,12 +327,7 @@ pub fn train_grpo(
     let reference = lm.adapter_id(&cfg.reference)?;
     let ckpt = out.join("checkpoint");
     let state_path = ckpt.join("state.json");
-    let mut optim = AdamWConfig::new()
-        .with_beta_1(0.9)
-        .with_beta_2(0.999)
-        .with_epsilon(1e-8)
-        .with_weight_decay(cfg.weight_decay)
-        .init();
+    let mut optim = crate::optim::adamw(cfg.weight_decay);
     let ckpt_err = |path: &Path, msg: String| RlError::Checkpoint {
         path: path.to_owned(),
         msg,
@@ -608,7 +603,7 @@ mod tests {
         };
         let (g0, b0) = logp(&lm, id);
         let ref0 = logp(&lm, other);
-        let mut optim = AdamWConfig::new().init();
+        let mut optim = hier_backbone::burn::optim::AdamWConfig::new().init();
         let mut rng = StdRng::seed_from_u64(0);
         let samples = vec![(good.clone(), 1.0), (bad.clone(), -1.0)];
         let (lm, losses) = ppo_passes(lm, id, &mut optim, &samples, &config(), &mut rng).unwrap();
@@ -618,7 +613,7 @@ mod tests {
         assert!(b1 < b0 - 0.1, "negative advantage: {b0} → {b1}");
         assert_eq!(logp(&lm, other), ref0, "other adapters are untouched");
         // No sample, no step.
-        let mut optim = AdamWConfig::new().init();
+        let mut optim = hier_backbone::burn::optim::AdamWConfig::new().init();
         let (_, losses) = ppo_passes(lm, id, &mut optim, &[], &config(), &mut rng).unwrap();
         assert!(losses.is_empty());
     }

@@ -46,3 +46,14 @@ pub fn clip_global_norm<M: Module>(module: &M, grads: &mut GradientsParams, max_
     }
     norm
 }
+
+/// AdamW with β 0.9 / 0.999 and ε 1e-8 (PyTorch's defaults, the authors' setting), the
+/// optimiser of every adapter and head trainer here (pre-training uses β₂ 0.95).
+pub fn adamw(weight_decay: f32) -> hier_backbone::burn::optim::ModuleOptimizer {
+    hier_backbone::burn::optim::AdamWConfig::new()
+        .with_beta_1(0.9)
+        .with_beta_2(0.999)
+        .with_epsilon(1e-8)
+        .with_weight_decay(weight_decay)
+        .init()
+}

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use hier_backbone::burn::optim::{AdamWConfig, GradientsParams};
+use hier_backbone::burn::optim::GradientsParams;
 use hier_backbone::{AdapterId, CausalLm, Forward, LoraConfig, ScoreRequest, TargetModule};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -228,12 +228,7 @@ pub fn train_adapter(
 
     let ckpt = out.join("checkpoint");
     let state_path = ckpt.join("state.json");
-    let mut optim = AdamWConfig::new()
-        .with_beta_1(0.9)
-        .with_beta_2(0.999)
-        .with_epsilon(1e-8)
-        .with_weight_decay(cfg.weight_decay)
-        .init();
+    let mut optim = crate::optim::adamw(cfg.weight_decay);
     let (id, start) =
         if state_path.exists() {
             let state: State = serde_json::from_str(&std::fs::read_to_string(&state_path)?)

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use hier_backbone::burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
+use hier_backbone::burn::optim::{GradientsParams, ModuleOptimizer};
 use hier_backbone::burn::tensor::{Device, Gradients, Tensor, TensorData};
 use hier_backbone::weights::HostTensor;
 use hier_backbone::{AdapterId, Batch, CausalLm, Forward, ValueHead, gather_positions};
@@ -342,14 +342,7 @@ const OPTIM_FILES: [&str; 3] = ["optim_lm.bpk", "optim_q.bpk", "optim_v.bpk"];
 
 impl Sys2Optimizers {
     pub fn adamw(weight_decay: f32) -> Self {
-        let make = || {
-            AdamWConfig::new()
-                .with_beta_1(0.9)
-                .with_beta_2(0.999)
-                .with_epsilon(1e-8)
-                .with_weight_decay(weight_decay)
-                .init()
-        };
+        let make = || crate::optim::adamw(weight_decay);
         Self {
             lm: make(),
             q: make(),

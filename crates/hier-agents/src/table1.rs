@@ -688,6 +688,18 @@ struct Trained {
     curve: Option<Vec<CurvePoint>>,
 }
 
+/// Two roles (one name twice for a shared adapter) made by the stages `up`.
+fn hier(planner: &Made, executor: &Made, up: Vec<&Made>) -> Trained {
+    Trained {
+        agent: Agent::Hierarchy {
+            planner: planner.adapter.clone(),
+            executor: executor.adapter.clone(),
+        },
+        upstream: up.into_iter().map(|m| m.key.clone()).collect(),
+        curve: None,
+    }
+}
+
 /// A trained adapter: its name and the stage that made it.
 #[derive(Clone)]
 struct Made {
@@ -930,14 +942,6 @@ impl Ctx<'_, '_> {
 
     /// A Table-1 method.
     fn method(&mut self, method: &str, seed: u64) -> Result<Trained> {
-        let hier = |p: &Made, e: &Made, up: Vec<&Made>| Trained {
-            agent: Agent::Hierarchy {
-                planner: p.adapter.clone(),
-                executor: e.adapter.clone(),
-            },
-            upstream: up.into_iter().map(|m| m.key.clone()).collect(),
-            curve: None,
-        };
         let prompted = |agent| Trained {
             agent,
             upstream: Vec::new(),
@@ -988,14 +992,6 @@ impl Ctx<'_, '_> {
 
     /// An ablation variant (METHODS.md A.2), trained with `seed`.
     fn variant(&mut self, variant: &str, seed: u64) -> Result<Trained> {
-        let hier = |p: &Made, e: &Made, up: Vec<&Made>| Trained {
-            agent: Agent::Hierarchy {
-                planner: p.adapter.clone(),
-                executor: e.adapter.clone(),
-            },
-            upstream: up.into_iter().map(|m| m.key.clone()).collect(),
-            curve: None,
-        };
         Ok(match variant {
             "multi2" => self.method("multi2", seed)?,
             "flat" => self.method("flat-sft", seed)?,
