@@ -28,7 +28,7 @@ enum Cmd {
         /// `table1` (Multi²) or `steering`.
         what: String,
         /// Profile: `smoke` (CI-sized), `small` (default; a real small-scale comparison on
-        /// CPU), `paper` (GPU, HF checkpoints) — `configs/table1/<name>.toml` — or a TOML path.
+        /// CPU), `paper` (GPU, HF checkpoints) — `configs/<what>/<name>.toml` — or a TOML path.
         #[arg(long, default_value = "small")]
         profile: String,
         /// cpu | cuda[:N] | wgpu[:N]
@@ -41,7 +41,7 @@ enum Cmd {
         /// flat-sft).
         #[arg(long, value_delimiter = ',')]
         methods: Option<Vec<String>>,
-        /// Output directory (default `runs/table1-<profile>`); a rerun resumes there.
+        /// Output directory (default `runs/<what>-<profile>`); a rerun resumes there.
         #[arg(long)]
         out: Option<PathBuf>,
         /// For the `paper` profile: the HF checkpoint directory (overrides the profile's).
@@ -93,12 +93,6 @@ enum Cmd {
     QaWorld(qa_cmd::WorldArgs),
     /// Run every check CI runs: formatting, lints, tests.
     Ci,
-}
-
-fn not_built(what: &str, issue: &str) -> Result<()> {
-    bail!(
-        "`cargo xtask {what}` is not built yet ({issue}); nothing was run and no results were written"
-    )
 }
 
 fn reproduce_table1(
@@ -162,6 +156,54 @@ fn reproduce_table1(
     Ok(())
 }
 
+fn reproduce_steering(
+    profile: &str,
+    device: &str,
+    out: Option<PathBuf>,
+    model: Option<PathBuf>,
+) -> Result<()> {
+    use hier_agents::steering::{SteeringProfile, profile_path, run};
+    use hier_agents::table1::{BackboneSpec, RunConfig};
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let path = if profile.ends_with(".toml") {
+        PathBuf::from(profile)
+    } else {
+        profile_path(&root, profile)
+    };
+    let mut p = SteeringProfile::from_file(&path).map_err(anyhow::Error::msg)?;
+    if let Some(m) = model {
+        p.backbone = BackboneSpec::Hf { path: m };
+    }
+    if let BackboneSpec::Hf { path } = &p.backbone
+        && !path.join("config.json").exists()
+    {
+        bail!(
+            "profile `{}` needs an HF checkpoint directory; {} has no config.json (pass --model <dir>)",
+            p.name,
+            path.display()
+        );
+    }
+    let out = out.unwrap_or_else(|| PathBuf::from(format!("runs/steering-{}", p.name)));
+    let cfg = RunConfig {
+        out: out.clone(),
+        device: hier_backbone::parse_device(device)?.autodiff(),
+        progress: true,
+        stop_after_stages: None,
+    };
+    let t = std::time::Instant::now();
+    let report = run(&p, &cfg).map_err(anyhow::Error::msg)?;
+    let reused = report.stages.iter().filter(|s| s.cached).count();
+    eprintln!(
+        "steering ({}): {} stages ({} reused) in {:.1} min; see {}",
+        p.name,
+        report.stages.len(),
+        reused,
+        t.elapsed().as_secs_f64() / 60.0,
+        out.join("steering.md").display()
+    );
+    Ok(())
+}
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -178,10 +220,12 @@ fn main() -> Result<()> {
             model,
         } => match what.as_str() {
             "table1" => reproduce_table1(&profile, &device, envs, methods, out, model),
-            "steering" => not_built(
-                "reproduce steering",
-                "it arrives with the steering end-to-end issue",
-            ),
+            "steering" => {
+                if envs.is_some() || methods.is_some() {
+                    bail!("--envs and --methods apply to table1; steering runs every method");
+                }
+                reproduce_steering(&profile, &device, out, model)
+            }
             other => bail!("unknown target `{other}`: expected table1 or steering"),
         },
         Cmd::Setup => env_cmd::setup(),

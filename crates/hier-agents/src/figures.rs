@@ -35,7 +35,7 @@ fn font_path() -> Option<PathBuf> {
 }
 
 /// Registers the font once per process; `Err` explains why figures cannot be drawn.
-fn ensure_font() -> std::result::Result<(), String> {
+pub(crate) fn ensure_font() -> std::result::Result<(), String> {
     static DONE: std::sync::OnceLock<std::result::Result<(), String>> = std::sync::OnceLock::new();
     DONE.get_or_init(|| {
         let path = font_path().ok_or_else(|| {
@@ -51,7 +51,7 @@ fn ensure_font() -> std::result::Result<(), String> {
 }
 
 /// Matplotlib's `tab10`.
-const PALETTE: [RGBColor; 10] = [
+pub(crate) const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -103,9 +103,9 @@ pub fn draw_all(
 }
 
 /// One bar series: its name and `(value, 95 % half-width)` per group.
-type Series = (String, Vec<(f64, Option<f64>)>);
+pub(crate) type Series = (String, Vec<(f64, Option<f64>)>);
 
-type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
+pub(crate) type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
 
 fn column_label(env: &str, split: Split) -> String {
     let short = match env {
@@ -124,7 +124,14 @@ fn column_label(env: &str, split: Split) -> String {
 }
 
 /// Grouped bars: one group per (env, split), one bar per method, whiskers = 95 % interval.
-fn grouped_bars(path: &Path, title: &str, groups: &[String], series: &[Series]) -> Drawn {
+pub(crate) fn grouped_bars(
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    y_max: f64,
+    groups: &[String],
+    series: &[Series],
+) -> Drawn {
     let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
     root.fill(&WHITE)?;
     let n = groups.len().max(1) as f64;
@@ -133,11 +140,11 @@ fn grouped_bars(path: &Path, title: &str, groups: &[String], series: &[Series]) 
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(48)
-        .build_cartesian_2d(0f64..n, -8f64..100f64)?;
+        .build_cartesian_2d(0f64..n, -0.08 * y_max..y_max)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .y_desc("success %")
+        .y_desc(y_desc)
         .x_labels(0)
         .label_style(("sans-serif", 14))
         .draw()?;
@@ -148,12 +155,13 @@ fn grouped_bars(path: &Path, title: &str, groups: &[String], series: &[Series]) 
             plotters::style::text_anchor::VPos::Center,
         ),
     );
-    chart.draw_series(
-        groups
-            .iter()
-            .enumerate()
-            .map(|(g, name)| Text::new(name.clone(), (g as f64 + 0.5, -4.0), centred.clone())),
-    )?;
+    chart.draw_series(groups.iter().enumerate().map(|(g, name)| {
+        Text::new(
+            name.clone(),
+            (g as f64 + 0.5, -0.04 * y_max),
+            centred.clone(),
+        )
+    }))?;
     let k = series.len().max(1) as f64;
     let width = 0.8 / k;
     for (s, (name, values)) in series.iter().enumerate() {
@@ -175,7 +183,7 @@ fn grouped_bars(path: &Path, title: &str, groups: &[String], series: &[Series]) 
             let h = (*h)?;
             let x = g as f64 + 0.1 + (s as f64 + 0.45) * width;
             Some(PathElement::new(
-                vec![(x, (v - h).max(0.0)), (x, (v + h).min(100.0))],
+                vec![(x, (v - h).max(0.0)), (x, (v + h).min(y_max))],
                 BLACK.stroke_width(2),
             ))
         }))?;
@@ -222,6 +230,8 @@ fn success_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
             "Success per split (profile {}), 95% intervals over seeds",
             profile.name
         ),
+        "success %",
+        100.0,
         &groups,
         &series,
     )
@@ -254,6 +264,8 @@ fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
     grouped_bars(
         path,
         "Success by difficulty (terciles of expert path length; mean over splits)",
+        "success %",
+        100.0,
         &groups,
         &series,
     )

@@ -25,6 +25,12 @@ pub struct Reply {
 /// A role: a batch of prompts in, one reply each out.
 pub trait TextPolicy {
     fn reply(&mut self, prompts: &[String]) -> Result<Vec<Reply>, String>;
+
+    /// Restarts the policy's sampling from `seed` (a resumable trainer reseeds per round so
+    /// that a resumed run samples as an uninterrupted one). Deterministic policies ignore it.
+    fn reseed(&mut self, seed: u64) {
+        let _ = seed;
+    }
 }
 
 /// A LoRA role over a shared backbone: one batched generation call per request batch.
@@ -66,6 +72,11 @@ impl<'a> BackbonePolicy<'a> {
 }
 
 impl TextPolicy for BackbonePolicy<'_> {
+    fn reseed(&mut self, seed: u64) {
+        self.sampling.seed = seed;
+        self.calls = 0;
+    }
+
     fn reply(&mut self, prompts: &[String]) -> Result<Vec<Reply>, String> {
         let requests = prompts
             .iter()

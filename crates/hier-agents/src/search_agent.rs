@@ -126,6 +126,41 @@ impl SearchDemo {
     }
 }
 
+/// The reply the executor learns for an answer-now prompt (which ends with `<think>`).
+pub fn answer_now_reply(answer: &str) -> String {
+    format!("I have found the answer.</think> <answer> {answer} </answer>")
+}
+
+impl SearchDemo {
+    /// `(prompt, reply)` pairs for stop-and-answer: every state of a solved demonstration at
+    /// which the answer is already among the results, asked to answer now. Teaches the
+    /// executor to obey a stop (an instruct model does so untaught).
+    pub fn answer_now_pairs(&self) -> Vec<(String, String)> {
+        let Some(Call::Answer(answer)) = self.turns.last().and_then(|(t, _)| parse_call(t)) else {
+            return Vec::new();
+        };
+        if self.score < 1.0 {
+            return Vec::new();
+        }
+        let needle = answer.to_lowercase();
+        let found = self
+            .turns
+            .iter()
+            .position(|(_, obs)| obs.to_lowercase().contains(&needle));
+        let Some(first) = found else {
+            return Vec::new();
+        };
+        (first + 1..self.turns.len())
+            .map(|k| {
+                (
+                    executor_prompt(&self.question, &self.turns[..k], &[], true),
+                    answer_now_reply(&answer),
+                )
+            })
+            .collect()
+    }
+}
+
 fn search_turn(q: &str, why: &str) -> String {
     format!("<think>{why}</think> <search> {q} </search>")
 }
@@ -240,6 +275,26 @@ pub fn demonstrations(
 pub trait Supervisor {
     /// One decision per live episode (`None`: let it be).
     fn decide(&mut self, states: &[SearchState<'_>]) -> Result<Vec<Option<Intervention>>, String>;
+
+    /// Reviews proposed answers before the environment sees them: `Some(note)` rejects one
+    /// (the executor reads the note and goes on). The default accepts every answer.
+    fn review(
+        &mut self,
+        states: &[SearchState<'_>],
+        answers: &[&str],
+    ) -> Result<Vec<Option<String>>, String> {
+        let _ = states;
+        Ok(vec![None; answers.len()])
+    }
+}
+
+/// Answers a reviewing supervisor may reject per episode; later answers are accepted, so an
+/// over-rejecting verifier costs turns but cannot loop forever.
+pub const MAX_REJECTIONS: usize = 2;
+
+/// The observation recorded for a rejected answer.
+pub fn rejection_observation(note: &str) -> String {
+    format!("<information>A supervisor rejected this answer: {note}</information>")
 }
 
 /// What a supervisor sees of one episode.
@@ -250,12 +305,46 @@ pub struct SearchState<'a> {
     pub guidance: &'a [String],
 }
 
+/// Where an episode starts: a task, and optionally a state reached before (its turns are
+/// replayed in the environment, which must give back the same observations) with notes
+/// already given and whether the executor was told to answer now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchStart {
+    pub task: Task,
+    pub turns: Vec<(String, String)>,
+    pub guidance: Vec<String>,
+    pub answer_now: bool,
+}
+
+impl SearchStart {
+    /// A fresh episode of `task`.
+    pub fn fresh(task: &Task) -> Self {
+        Self {
+            task: task.clone(),
+            turns: Vec::new(),
+            guidance: Vec::new(),
+            answer_now: false,
+        }
+    }
+
+    /// This state with `intervention` applied.
+    pub fn with(mut self, intervention: Option<&Intervention>) -> Self {
+        match intervention {
+            Some(Intervention::Guidance(g)) => self.guidance.push(g.clone()),
+            Some(Intervention::StopAndAnswer) => self.answer_now = true,
+            None => {}
+        }
+        self
+    }
+}
+
 /// One played episode with its interventions.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SearchEpisode {
     pub trace: Trace,
+    /// Every turn, the replayed start included.
     pub turns: Vec<(String, String)>,
-    /// `(turn index, intervention)`.
+    /// `(turn index, intervention)`; rejected answers are guidance at their turn.
     pub interventions: Vec<(usize, Intervention)>,
     pub score: f64,
     pub answered: bool,
@@ -267,35 +356,74 @@ pub fn rollout_search(
     envs: &mut [Box<dyn Env>],
     tasks: &[Task],
     executor: &mut dyn TextPolicy,
+    supervisor: Option<&mut dyn Supervisor>,
+    origin: &str,
+) -> Result<Vec<SearchEpisode>, String> {
+    let starts: Vec<SearchStart> = tasks.iter().map(SearchStart::fresh).collect();
+    rollout_search_from(envs, &starts, executor, supervisor, origin)
+}
+
+/// [`rollout_search`] from given starts: each start's turns are replayed first (and checked:
+/// a retriever that answers differently the second time is an error, not a silent change of
+/// state); tokens and turn counts of the trace cover the new turns only.
+pub fn rollout_search_from(
+    envs: &mut [Box<dyn Env>],
+    starts: &[SearchStart],
+    executor: &mut dyn TextPolicy,
     mut supervisor: Option<&mut dyn Supervisor>,
     origin: &str,
 ) -> Result<Vec<SearchEpisode>, String> {
-    if envs.len() != tasks.len() {
+    if envs.len() < starts.len() {
         return Err(format!(
-            "{} environments for {} tasks",
+            "{} environments for {} episodes",
             envs.len(),
-            tasks.len()
+            starts.len()
         ));
     }
     struct Live {
         ep: SearchEpisode,
         guidance: Vec<String>,
         answer_now: bool,
+        rejections: usize,
         done: bool,
     }
     let mut live: Vec<Live> = Vec::new();
-    for (env, task) in envs.iter_mut().zip(tasks) {
+    for (env, start) in envs.iter_mut().zip(starts) {
+        let task = &start.task;
         let r = env.reset(task).map_err(|e| format!("reset {task}: {e}"))?;
+        let mut done = false;
+        for (k, (turn, obs)) in start.turns.iter().enumerate() {
+            if done {
+                return Err(format!("{task}: the start goes on after its episode ended"));
+            }
+            if obs.starts_with("<information>A supervisor rejected") {
+                continue;
+            }
+            let s = env
+                .step(turn)
+                .map_err(|e| format!("{task}: replaying turn {k}: {e}"))?;
+            if &s.observation != obs {
+                return Err(format!(
+                    "{task}: replaying turn {k} gave another observation (is the retriever \
+                     deterministic?)"
+                ));
+            }
+            done = s.done;
+        }
+        if done {
+            return Err(format!("{task}: the start is a finished episode"));
+        }
         live.push(Live {
             ep: SearchEpisode {
                 trace: Trace::start(env.name(), task, r, origin),
-                turns: Vec::new(),
+                turns: start.turns.clone(),
                 interventions: Vec::new(),
                 score: 0.0,
                 answered: false,
             },
-            guidance: Vec::new(),
-            answer_now: false,
+            guidance: start.guidance.clone(),
+            answer_now: start.answer_now,
+            rejections: 0,
             done: false,
         });
     }
@@ -307,13 +435,16 @@ pub fn rollout_search(
         if let Some(sup) = supervisor.as_deref_mut() {
             let states: Vec<SearchState<'_>> = active
                 .iter()
-                .map(|&i| SearchState {
-                    question: &live[i].ep.trace.episode.task,
-                    turns: &live[i].ep.turns,
-                    guidance: &live[i].guidance,
-                })
+                .map(|&i| state_of(&live[i].ep, &live[i].guidance))
                 .collect();
             let decisions = sup.decide(&states)?;
+            if decisions.len() != active.len() {
+                return Err(format!(
+                    "the supervisor made {} decisions for {} episodes",
+                    decisions.len(),
+                    active.len()
+                ));
+            }
             for (&i, d) in active.iter().zip(decisions) {
                 let Some(d) = d else { continue };
                 let l = &mut live[i];
@@ -344,6 +475,10 @@ pub fn rollout_search(
             l.ep.trace.generated_tokens += r.generated_tokens;
             l.ep.trace.sys2_calls += 1;
             let mut turn = complete_call(&r.text);
+            if l.answer_now && !turn.starts_with("<think>") && turn.contains("</think>") {
+                // The answer-now prompt opened the thought.
+                turn = format!("<think>{turn}");
+            }
             if l.answer_now && !turn.contains("<answer>") {
                 // Asked to answer, the executor's text is taken as its answer.
                 turn = format!(
@@ -353,8 +488,49 @@ pub fn rollout_search(
             }
             actions[i] = Some(turn);
         }
+        if let Some(sup) = supervisor.as_deref_mut() {
+            // Answers a reviewer may still reject (not those it was asked for).
+            let under_review: Vec<usize> = active
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let l = &live[i];
+                    !l.answer_now
+                        && l.rejections < MAX_REJECTIONS
+                        && matches!(
+                            actions[i].as_deref().and_then(parse_call),
+                            Some(Call::Answer(_))
+                        )
+                })
+                .collect();
+            if !under_review.is_empty() {
+                let states: Vec<SearchState<'_>> = under_review
+                    .iter()
+                    .map(|&i| state_of(&live[i].ep, &live[i].guidance))
+                    .collect();
+                let answers: Vec<&str> = under_review
+                    .iter()
+                    .map(|&i| actions[i].as_deref().expect("an answer"))
+                    .collect();
+                let verdicts = sup.review(&states, &answers)?;
+                drop(states);
+                for (&i, v) in under_review.iter().zip(verdicts) {
+                    let Some(note) = v else { continue };
+                    let l = &mut live[i];
+                    let turn = actions[i].take().expect("an answer");
+                    l.rejections += 1;
+                    l.ep.interventions
+                        .push((l.ep.turns.len(), Intervention::Guidance(note.clone())));
+                    l.ep.turns.push((turn, rejection_observation(&note)));
+                    l.guidance.push(note);
+                }
+            }
+        }
         let refs: Vec<Option<&str>> = actions.iter().map(|a| a.as_deref()).collect();
-        for (i, s) in step_all(envs, &refs).into_iter().enumerate() {
+        for (i, s) in step_all(&mut envs[..live.len()], &refs)
+            .into_iter()
+            .enumerate()
+        {
             let Some(s) = s else { continue };
             let l = &mut live[i];
             let s = s.map_err(|e| format!("{}: step: {e}", l.ep.trace.episode.source))?;
@@ -375,6 +551,14 @@ pub fn rollout_search(
         }
     }
     Ok(live.into_iter().map(|l| l.ep).collect())
+}
+
+fn state_of<'a>(ep: &'a SearchEpisode, guidance: &'a [String]) -> SearchState<'a> {
+    SearchState {
+        question: &ep.trace.episode.task,
+        turns: &ep.turns,
+        guidance,
+    }
 }
 
 #[cfg(test)]

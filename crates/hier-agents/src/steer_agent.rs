@@ -23,8 +23,40 @@ pub const SLOW_INSTRUCTION: &str = "Decide how to steer the executor. Reply with
 <think> your reasoning </think> then <action>pass</action>, <action>stop</action> (it has \
 enough to answer: answer now) or <action>guide: a short note</action>.\n";
 
+/// The planning supervisor's instruction (a comparison of METHODS.md B: the same backbone,
+/// asked once for a plan before the executor starts).
+pub const PLAN_INSTRUCTION: &str = "Before the executor starts, write it a plan. Reply with \
+<think> your reasoning </think> then <action>guide: the plan</action>.\n";
+
+/// The verification supervisor's instruction, shown with the proposed answer.
+pub const VERIFY_INSTRUCTION: &str = "Check the proposed answer against the goal and the \
+results. Reply with <think> your reasoning </think> then <action>pass</action> to accept it or \
+<action>guide: what is wrong</action> to reject it.\n";
+
+/// The planning supervisor's prompt.
+pub fn plan_prompt(observation: &str) -> String {
+    format!("{observation}{PLAN_INSTRUCTION}<think>")
+}
+
+/// The verification supervisor's prompt for a proposed answer turn.
+pub fn verify_prompt(observation: &str, answer_turn: &str) -> String {
+    format!("{observation}Proposed answer: {answer_turn}\n{VERIFY_INSTRUCTION}<think>")
+}
+
+/// When the agent's slow path runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Schedule {
+    /// The steering agent: the fast path's gate decides before every turn.
+    Gated,
+    /// A planning supervisor: once, before the first turn, a plan given as a note.
+    PlanFirst,
+    /// A verification supervisor: at every proposed answer; `guide: note` rejects it.
+    Verify,
+}
+
 /// Settings of the steering agent at deployment.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SteerConfig {
     /// The threshold τ ∈ (0, 1): higher means fewer interventions (no retraining needed).
@@ -33,6 +65,8 @@ pub struct SteerConfig {
     pub history: usize,
     /// Characters kept of each retrieved-information block in the observation.
     pub info_chars: usize,
+    /// Prompt tokens at most (longer observations lose their middle: `roles::fit_prompt`).
+    pub max_prompt: usize,
     /// Slow-path sampling.
     pub max_tokens: usize,
     pub temperature: f32,
@@ -147,7 +181,8 @@ pub fn log_odds(
 /// What the agent did at one state.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SteerRecord {
-    pub z: f32,
+    /// The fast path's log-odds (`None`: the slow path was run without the gate).
+    pub z: Option<f32>,
     pub trigger_probability: f64,
     pub triggered: bool,
     /// The slow path's raw output and what it was read as (`None`: not triggered, or
@@ -163,6 +198,8 @@ pub struct SteeringAgent<'a> {
     pub tokenizer: &'a Tokenizer,
     pub adapter: Option<AdapterId>,
     pub config: SteerConfig,
+    /// [`Schedule::Gated`] unless set otherwise.
+    pub schedule: Schedule,
     gate: Gate,
     answers: AnswerTokens,
     calls: u64,
@@ -182,6 +219,7 @@ impl<'a> SteeringAgent<'a> {
             lm,
             tokenizer,
             adapter,
+            schedule: Schedule::Gated,
             gate: Gate::new(config.seed),
             config,
             answers: AnswerTokens::of(tokenizer)?,
@@ -190,15 +228,197 @@ impl<'a> SteeringAgent<'a> {
         })
     }
 
+    /// The same agent run on another schedule (a planning or verification supervisor).
+    pub fn with_schedule(mut self, schedule: Schedule) -> Self {
+        self.schedule = schedule;
+        self
+    }
+
     fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
-        self.tokenizer
-            .encode(text, false)
-            .map_err(|e| format!("steering: {e}"))
+        encode_prompt(self.tokenizer, text, self.config.max_prompt)
+    }
+
+    /// Samples the slow path for each prompt (one batched call) and reads each output.
+    fn slow(&mut self, prompts: &[String]) -> Result<Vec<SlowOutput>, String> {
+        let seed = self.config.seed.wrapping_add(self.calls);
+        self.calls += 1;
+        sample_slow(
+            self.lm,
+            self.tokenizer,
+            self.adapter,
+            prompts,
+            &self.config,
+            seed,
+        )
+    }
+}
+
+/// Samples the slow path once per prompt (one batched generation from `seed`) and reads each
+/// output.
+pub fn sample_slow(
+    lm: &CausalLm,
+    tok: &Tokenizer,
+    adapter: Option<AdapterId>,
+    prompts: &[String],
+    cfg: &SteerConfig,
+    seed: u64,
+) -> Result<Vec<SlowOutput>, String> {
+    let requests = prompts
+        .iter()
+        .map(|p| {
+            Ok(GenerationRequest {
+                prompt: encode_prompt(tok, p, cfg.max_prompt)?,
+                stop_tokens: Vec::new(),
+                stop_strings: vec!["</action>".into()],
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let sampling = SamplingConfig {
+        max_new_tokens: cfg.max_tokens,
+        temperature: cfg.temperature,
+        top_k: Some(cfg.top_k),
+        top_p: Some(cfg.top_p),
+        seed,
+        use_cache: true,
+    };
+    let decode = |ids: &[u32]| tok.decode(ids, true).unwrap_or_default();
+    let outs = lm
+        .generate(&requests, &sampling, adapter, Some(&decode))
+        .map_err(|e| format!("steering slow path: {e}"))?;
+    Ok(outs
+        .into_iter()
+        .map(|g| read_slow_path(&decode(&g.tokens)))
+        .collect())
+}
+
+/// A prompt's ids, cut to `max_prompt` tokens by [`crate::roles::fit_prompt`].
+pub fn encode_prompt(tok: &Tokenizer, text: &str, max_prompt: usize) -> Result<Vec<u32>, String> {
+    let mut ids = tok
+        .encode(text, false)
+        .map_err(|e| format!("steering: {e}"))?;
+    crate::roles::fit_prompt(&mut ids, max_prompt.max(1));
+    Ok(ids)
+}
+
+/// A slow-path output as generated (after the prompt's `<think>`) and what it was read as.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SlowOutput {
+    /// The generated text, from the prompt's `<think>` on.
+    pub text: String,
+    /// `None`: `pass`, or unreadable (then nothing is applied).
+    pub intervention: Option<Intervention>,
+    pub parse_error: Option<String>,
+}
+
+/// Reads a generated slow-path continuation (the prompt ended with `<think>`).
+pub fn read_slow_path(generated: &str) -> SlowOutput {
+    let mut text = format!("<think>{generated}");
+    if !text.contains("</action>") {
+        text.push_str("</action>");
+    }
+    let (intervention, parse_error) = match parse_slow_path(&text) {
+        Ok(p) => (
+            match p.intervention {
+                Decision::Pass => None,
+                Decision::Stop => Some(Intervention::StopAndAnswer),
+                Decision::Guide(note) | Decision::Reject(note) => {
+                    Some(Intervention::Guidance(note))
+                }
+            },
+            None,
+        ),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    SlowOutput {
+        text,
+        intervention,
+        parse_error,
     }
 }
 
 impl Supervisor for SteeringAgent<'_> {
     fn decide(&mut self, states: &[SearchState<'_>]) -> Result<Vec<Option<Intervention>>, String> {
+        match self.schedule {
+            Schedule::Gated => self.decide_gated(states),
+            Schedule::Verify => Ok(vec![None; states.len()]),
+            Schedule::PlanFirst => {
+                let first: Vec<usize> = (0..states.len())
+                    .filter(|&i| states[i].turns.is_empty() && states[i].guidance.is_empty())
+                    .collect();
+                let mut out = vec![None; states.len()];
+                if first.is_empty() {
+                    return Ok(out);
+                }
+                let prompts: Vec<String> = first
+                    .iter()
+                    .map(|&i| plan_prompt(&self.observe(&states[i])))
+                    .collect();
+                for (&i, o) in first.iter().zip(self.slow(&prompts)?) {
+                    // A plan is a note; `stop` before the first turn means nothing.
+                    let plan = match &o.intervention {
+                        Some(Intervention::Guidance(_)) => o.intervention.clone(),
+                        _ => None,
+                    };
+                    self.log.push(SteerRecord::forced(o, plan.clone()));
+                    out[i] = plan;
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    fn review(
+        &mut self,
+        states: &[SearchState<'_>],
+        answers: &[&str],
+    ) -> Result<Vec<Option<String>>, String> {
+        if self.schedule != Schedule::Verify {
+            return Ok(vec![None; answers.len()]);
+        }
+        let prompts: Vec<String> = states
+            .iter()
+            .zip(answers)
+            .map(|(s, a)| verify_prompt(&self.observe(s), a))
+            .collect();
+        let mut out = Vec::with_capacity(answers.len());
+        for o in self.slow(&prompts)? {
+            let note = match &o.intervention {
+                Some(Intervention::Guidance(n)) => Some(n.clone()),
+                _ => None,
+            };
+            self.log.push(SteerRecord::forced(
+                o,
+                note.clone().map(Intervention::Guidance),
+            ));
+            out.push(note);
+        }
+        Ok(out)
+    }
+}
+
+impl SteerRecord {
+    /// A slow path run without the gate (planning, verification).
+    fn forced(o: SlowOutput, applied: Option<Intervention>) -> Self {
+        Self {
+            z: None,
+            trigger_probability: 1.0,
+            triggered: true,
+            output: Some(o.text),
+            intervention: applied,
+            parse_error: o.parse_error,
+        }
+    }
+}
+
+impl SteeringAgent<'_> {
+    fn observe(&self, state: &SearchState<'_>) -> String {
+        observation(state, self.config.history, self.config.info_chars)
+    }
+
+    fn decide_gated(
+        &mut self,
+        states: &[SearchState<'_>],
+    ) -> Result<Vec<Option<Intervention>>, String> {
         let (history, chars) = (self.config.history, self.config.info_chars);
         let obs: Vec<String> = states
             .iter()
@@ -218,7 +438,7 @@ impl Supervisor for SteeringAgent<'_> {
             let p = trigger_probability_f64(f64::from(zi), self.config.tau)
                 .map_err(|e| e.to_string())?;
             records.push(SteerRecord {
-                z: zi,
+                z: Some(zi),
                 trigger_probability: p,
                 triggered: self.gate.decide(p),
                 output: None,
@@ -230,50 +450,12 @@ impl Supervisor for SteeringAgent<'_> {
             .filter(|&i| records[i].triggered)
             .collect();
         if !slow.is_empty() {
-            let requests = slow
-                .iter()
-                .map(|&i| {
-                    Ok(GenerationRequest {
-                        prompt: self.encode(&slow_prompt(&obs[i]))?,
-                        stop_tokens: Vec::new(),
-                        stop_strings: vec!["</action>".into()],
-                    })
-                })
-                .collect::<Result<Vec<_>, String>>()?;
-            let sampling = SamplingConfig {
-                max_new_tokens: self.config.max_tokens,
-                temperature: self.config.temperature,
-                top_k: Some(self.config.top_k),
-                top_p: Some(self.config.top_p),
-                seed: self.config.seed.wrapping_add(self.calls),
-                use_cache: true,
-            };
-            self.calls += 1;
-            let tok = self.tokenizer;
-            let decode = |ids: &[u32]| tok.decode(ids, true).unwrap_or_default();
-            let outs = self
-                .lm
-                .generate(&requests, &sampling, self.adapter, Some(&decode))
-                .map_err(|e| format!("steering slow path: {e}"))?;
-            for (&i, g) in slow.iter().zip(outs) {
-                let mut text = format!("<think>{}", decode(&g.tokens));
-                if !text.contains("</action>") {
-                    text.push_str("</action>");
-                }
+            let prompts: Vec<String> = slow.iter().map(|&i| slow_prompt(&obs[i])).collect();
+            for (&i, o) in slow.iter().zip(self.slow(&prompts)?) {
                 let r = &mut records[i];
-                match parse_slow_path(&text) {
-                    Ok(p) => {
-                        r.intervention = match p.intervention {
-                            Decision::Pass => None,
-                            Decision::Stop => Some(Intervention::StopAndAnswer),
-                            Decision::Guide(note) | Decision::Reject(note) => {
-                                Some(Intervention::Guidance(note))
-                            }
-                        }
-                    }
-                    Err(e) => r.parse_error = Some(e.to_string()),
-                }
-                r.output = Some(text);
+                r.intervention = o.intervention;
+                r.parse_error = o.parse_error;
+                r.output = Some(o.text);
             }
         }
         let out = records.iter().map(|r| r.intervention.clone()).collect();

@@ -15,14 +15,12 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use hier_backbone::burn::module::Module;
-use hier_backbone::burn::tensor::Device;
 use hier_backbone::{CausalLm, SamplingConfig, Tokenizer};
 use hier_data::batch::{executor_prompt, flat_prompt, planner_prompt};
 use hier_data::io::read_all;
 use hier_data::schema::{FlatTrajectory, Sys1Record, Sys2Transition};
 use hier_envs::{Env, Split, Task};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::adapt::rollout_adapt;
 use crate::demos::{BuildOptions, build_dataset};
@@ -38,11 +36,11 @@ use crate::reflexion::run_reflexion;
 use crate::roles::{
     executor_examples, executor_rl_examples, flat_examples, planner_examples, planner_rl_examples,
 };
-use crate::sft::{SftConfig, SftOptions, train_adapter};
+use crate::sft::SftConfig;
 use crate::sys2::Heads;
 
-/// Errors of the pipeline (each names its stage).
-pub type Result<T> = std::result::Result<T, String>;
+pub use crate::stages::{Report, Result, RunConfig, StageRecord};
+use crate::stages::{STOPPED, Stages, load, read_json, read_jsonl, sft_stage, take, write_json};
 
 /// Where the backbone comes from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -225,38 +223,6 @@ impl Profile {
     }
 }
 
-/// Options of a run that do not change its results.
-#[derive(Clone, Debug)]
-pub struct RunConfig {
-    pub out: PathBuf,
-    /// An autodiff device.
-    pub device: Device,
-    pub progress: bool,
-    /// Return after this many stages have *run* (cached ones do not count) — to test resuming.
-    pub stop_after_stages: Option<usize>,
-}
-
-/// What happened to one stage.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StageRecord {
-    pub name: String,
-    pub dir: String,
-    pub cached: bool,
-    /// Seconds spent in this invocation (≈0 when reused).
-    pub seconds: f64,
-    /// Seconds the stage took when it ran (from its `DONE` stamp; `None` for stamps written
-    /// before the time was recorded).
-    pub ran_seconds: Option<f64>,
-}
-
-/// The outcome of a run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Report {
-    pub stages: Vec<StageRecord>,
-    /// False when the run stopped early (`stop_after_stages`).
-    pub complete: bool,
-}
-
 /// One cell of the table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
@@ -264,80 +230,6 @@ pub struct Cell {
     pub env: String,
     pub split: Split,
     pub summary: Summary,
-}
-
-struct Stages<'a> {
-    cfg: &'a RunConfig,
-    records: Vec<StageRecord>,
-    ran: usize,
-}
-
-/// The stage stopped the run early (not an error).
-const STOPPED: &str = "\u{0}stopped";
-
-impl Stages<'_> {
-    fn dir(&self, name: &str, key: &serde_json::Value) -> PathBuf {
-        let mut h = Sha256::new();
-        h.update(name.as_bytes());
-        h.update(key.to_string().as_bytes());
-        let hex: String = h
-            .finalize()
-            .iter()
-            .take(6)
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        self.cfg.out.join("stages").join(format!("{name}-{hex}"))
-    }
-
-    /// Runs `work` in the stage's directory unless it is done; returns the directory.
-    fn run(
-        &mut self,
-        name: &str,
-        key: serde_json::Value,
-        work: impl FnOnce(&Path) -> Result<()>,
-    ) -> Result<PathBuf> {
-        let dir = self.dir(name, &key);
-        let done = dir.join("DONE");
-        let t = Instant::now();
-        let cached = done.exists();
-        if !cached {
-            if self.cfg.stop_after_stages.is_some_and(|k| self.ran >= k) {
-                return Err(STOPPED.into());
-            }
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            tracing::info!("stage {name}: running in {}", dir.display());
-            work(&dir).map_err(|e| format!("stage {name}: {e}"))?;
-            let stamp = serde_json::json!({"key": key, "seconds": t.elapsed().as_secs_f64()});
-            let stamp = serde_json::to_string_pretty(&stamp).expect("serialises");
-            hier_backbone::write_atomic(&done, stamp.as_bytes()).map_err(|e| e.to_string())?;
-            self.ran += 1;
-        } else {
-            tracing::info!("stage {name}: done before ({})", dir.display());
-        }
-        let ran_seconds = std::fs::read_to_string(&done)
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| v["seconds"].as_f64());
-        self.records.push(StageRecord {
-            name: name.into(),
-            ran_seconds,
-            dir: dir
-                .strip_prefix(&self.cfg.out)
-                .unwrap_or(&dir)
-                .display()
-                .to_string(),
-            cached,
-            seconds: t.elapsed().as_secs_f64(),
-        });
-        Ok(dir)
-    }
-
-    /// The key of a stage that reads `dir` (a done stage): its name.
-    fn upstream(dir: &Path) -> String {
-        dir.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    }
 }
 
 /// Opens an environment by name.
@@ -432,7 +324,7 @@ fn corpus_text(data: &[EnvData]) -> String {
     out
 }
 
-fn sft_config(spec: &SftSpec, adapter: &str, seed: u64) -> SftConfig {
+pub(crate) fn sft_config(spec: &SftSpec, adapter: &str, seed: u64) -> SftConfig {
     SftConfig {
         adapter: adapter.into(),
         r: spec.r,
@@ -1223,32 +1115,6 @@ fn evaluate(
     Ok((out, played))
 }
 
-/// An SFT stage: trains `sft.adapter` on `examples()` unless the stage is done, then installs
-/// the stage's adapter.
-fn sft_stage(
-    st: &mut Stages<'_>,
-    lm: &mut CausalLm,
-    name: &str,
-    key: serde_json::Value,
-    sft: &SftConfig,
-    progress: bool,
-    examples: impl FnOnce() -> Result<Vec<crate::sft::SftExample>>,
-) -> Result<PathBuf> {
-    let dir = st.run(name, key, |dir| {
-        let ex = examples()?;
-        let opts = SftOptions {
-            progress,
-            stop_after: None,
-        };
-        *lm = train_adapter(take(lm), &ex, sft, dir, &opts)
-            .map_err(|e| e.to_string())?
-            .0;
-        Ok(())
-    })?;
-    load(lm, &sft.adapter, &dir.join("adapter"))?;
-    Ok(dir)
-}
-
 /// An offline-RL stage: trains `off.adapter` (from `init`, or fresh) unless the stage is
 /// done, then installs the stage's adapter.
 #[allow(clippy::too_many_arguments)]
@@ -1274,39 +1140,6 @@ fn offline_stage(
     })?;
     load(lm, &off.adapter, &dir.join("adapter"))?;
     Ok(dir)
-}
-
-fn take(lm: &mut CausalLm) -> CausalLm {
-    // Trainers take the model by value; the placeholder is replaced before anyone reads it.
-    std::mem::replace(lm, lm.clone())
-}
-
-/// Installs a done stage's adapter under `name` (replacing what the name held).
-fn load(lm: &mut CausalLm, name: &str, dir: &Path) -> Result<()> {
-    lm.load_adapter(name, dir)
-        .map(|_| ())
-        .map_err(|e| format!("{}: {e}", dir.display()))
-}
-
-pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let text = serde_json::to_string_pretty(value).expect("serialises") + "\n";
-    hier_backbone::write_atomic(path, text.as_bytes()).map_err(|e| e.to_string())
-}
-
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))
-        })
-        .collect()
 }
 
 #[cfg(test)]

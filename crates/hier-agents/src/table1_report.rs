@@ -10,7 +10,8 @@ use serde::Serialize;
 use crate::metrics::estimate;
 use crate::metrics::token_efficiency;
 use crate::online_rl::CurvePoint;
-use crate::table1::{AblationCell, Cell, Profile, Result, RunConfig, StageRecord, write_json};
+use crate::stages::write_json;
+use crate::table1::{AblationCell, Cell, Profile, Result, RunConfig, StageRecord};
 
 /// The paper's Table 1 (success %, Llama-3.1 8B Instruct; METHODS.md A.2): `(method, SciW ID,
 /// SciW OOD, ALFW ID, ALFW OOD, TextCraft)`. Shown beside ours, never mixed into our columns.

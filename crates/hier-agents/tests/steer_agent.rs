@@ -34,6 +34,7 @@ fn config(tau: f64) -> SteerConfig {
         tau,
         history: 4,
         info_chars: 100,
+        max_prompt: 400,
         max_tokens: 12,
         temperature: 1.0,
         top_p: 1.0,

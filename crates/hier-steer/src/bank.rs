@@ -49,6 +49,11 @@ impl<S> StateBank<S> {
         self.states.get(i)
     }
 
+    /// The current priorities, by state index.
+    pub fn priorities(&self) -> &[f32] {
+        &self.priorities
+    }
+
     /// Replaces the priorities (after the fast path was retrained).
     pub fn rescore(&mut self, priorities: Vec<f32>) -> Result<()> {
         if priorities.len() != self.states.len() || priorities.iter().any(|p| p.is_nan()) {

@@ -173,6 +173,18 @@ impl QaEnv {
         ))
     }
 
+    /// Another environment over the same retriever and questions, with no episode — for
+    /// stepping many episodes of one world in parallel without rebuilding its index.
+    pub fn fork(&self) -> Self {
+        Self::new(
+            self.retriever.clone(),
+            self.train.clone(),
+            self.test.clone(),
+            self.ood.clone(),
+            self.config.clone(),
+        )
+    }
+
     fn split(&self, split: Split) -> &[QaTask] {
         match split {
             Split::Train => &self.train,
