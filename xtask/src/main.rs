@@ -103,14 +103,8 @@ fn reproduce_table1(
     out: Option<PathBuf>,
     model: Option<PathBuf>,
 ) -> Result<()> {
-    use hier_agents::table1::{BackboneSpec, Profile, RunConfig, run};
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let path = if profile.ends_with(".toml") {
-        PathBuf::from(profile)
-    } else {
-        root.join("configs/table1").join(format!("{profile}.toml"))
-    };
-    let mut p = Profile::from_file(&path).map_err(anyhow::Error::msg)?;
+    use hier_agents::table1::{BackboneSpec, Profile, run};
+    let mut p = Profile::from_file(&profile_file("table1", profile)).map_err(anyhow::Error::msg)?;
     if let Some(e) = envs {
         p.envs = e;
         if let Some(a) = p.ablations.take_if(|a| !p.envs.contains(&a.env)) {
@@ -126,34 +120,8 @@ fn reproduce_table1(
     if let Some(m) = model {
         p.backbone = BackboneSpec::Hf { path: m };
     }
-    if let BackboneSpec::Hf { path } = &p.backbone
-        && !path.join("config.json").exists()
-    {
-        bail!(
-            "profile `{}` needs an HF checkpoint directory; {} has no config.json (pass --model <dir>)",
-            p.name,
-            path.display()
-        );
-    }
-    let out = out.unwrap_or_else(|| PathBuf::from(format!("runs/table1-{}", p.name)));
-    let cfg = RunConfig {
-        out: out.clone(),
-        device: hier_backbone::parse_device(device)?.autodiff(),
-        progress: true,
-        stop_after_stages: None,
-    };
-    let t = std::time::Instant::now();
-    let report = run(&p, &cfg).map_err(anyhow::Error::msg)?;
-    let reused = report.stages.iter().filter(|s| s.cached).count();
-    eprintln!(
-        "table1 ({}): {} stages ({} reused) in {:.1} min; see {}",
-        p.name,
-        report.stages.len(),
-        reused,
-        t.elapsed().as_secs_f64() / 60.0,
-        out.join("table1.md").display()
-    );
-    Ok(())
+    check_backbone(&p.backbone, &p.name)?;
+    run_reproduce("table1", &p.name, device, out, |cfg| run(&p, cfg))
 }
 
 fn reproduce_steering(
@@ -162,44 +130,66 @@ fn reproduce_steering(
     out: Option<PathBuf>,
     model: Option<PathBuf>,
 ) -> Result<()> {
-    use hier_agents::steering::{SteeringProfile, profile_path, run};
-    use hier_agents::table1::{BackboneSpec, RunConfig};
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let path = if profile.ends_with(".toml") {
-        PathBuf::from(profile)
-    } else {
-        profile_path(&root, profile)
-    };
-    let mut p = SteeringProfile::from_file(&path).map_err(anyhow::Error::msg)?;
+    use hier_agents::steering::{SteeringProfile, run};
+    use hier_agents::table1::BackboneSpec;
+    let mut p = SteeringProfile::from_file(&profile_file("steering", profile))
+        .map_err(anyhow::Error::msg)?;
     if let Some(m) = model {
         p.backbone = BackboneSpec::Hf { path: m };
     }
-    if let BackboneSpec::Hf { path } = &p.backbone
+    check_backbone(&p.backbone, &p.name)?;
+    run_reproduce("steering", &p.name, device, out, |cfg| run(&p, cfg))
+}
+
+/// `configs/<what>/<profile>.toml`, or `profile` itself when it is a TOML path.
+fn profile_file(what: &str, profile: &str) -> PathBuf {
+    if profile.ends_with(".toml") {
+        PathBuf::from(profile)
+    } else {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../configs")
+            .join(what)
+            .join(format!("{profile}.toml"))
+    }
+}
+
+fn check_backbone(backbone: &hier_agents::table1::BackboneSpec, name: &str) -> Result<()> {
+    if let hier_agents::table1::BackboneSpec::Hf { path } = backbone
         && !path.join("config.json").exists()
     {
         bail!(
-            "profile `{}` needs an HF checkpoint directory; {} has no config.json (pass --model <dir>)",
-            p.name,
+            "profile `{name}` needs an HF checkpoint directory; {} has no config.json (pass --model <dir>)",
             path.display()
         );
     }
-    let out = out.unwrap_or_else(|| PathBuf::from(format!("runs/steering-{}", p.name)));
-    let cfg = RunConfig {
+    Ok(())
+}
+
+/// Runs a pipeline into `out` (default `runs/<what>-<name>`) and says where its tables are.
+fn run_reproduce(
+    what: &str,
+    name: &str,
+    device: &str,
+    out: Option<PathBuf>,
+    run: impl FnOnce(
+        &hier_agents::table1::RunConfig,
+    ) -> hier_agents::table1::Result<hier_agents::table1::Report>,
+) -> Result<()> {
+    let out = out.unwrap_or_else(|| PathBuf::from(format!("runs/{what}-{name}")));
+    let cfg = hier_agents::table1::RunConfig {
         out: out.clone(),
         device: hier_backbone::parse_device(device)?.autodiff(),
         progress: true,
         stop_after_stages: None,
     };
     let t = std::time::Instant::now();
-    let report = run(&p, &cfg).map_err(anyhow::Error::msg)?;
+    let report = run(&cfg).map_err(anyhow::Error::msg)?;
     let reused = report.stages.iter().filter(|s| s.cached).count();
     eprintln!(
-        "steering ({}): {} stages ({} reused) in {:.1} min; see {}",
-        p.name,
+        "{what} ({name}): {} stages ({reused} reused) in {:.1} min; see {}",
         report.stages.len(),
-        reused,
         t.elapsed().as_secs_f64() / 60.0,
-        out.join("steering.md").display()
+        out.join(format!("{what}.md")).display()
     );
     Ok(())
 }

@@ -184,7 +184,9 @@ pub fn decisions(trace: &Trace, level: Level) -> Vec<(String, String)> {
     }
 }
 
-fn scores_of(
+/// Per-token log-probabilities of each row's target under `adapter` (no gradient), in
+/// batches of `batch`.
+pub(crate) fn scores_of(
     lm: &CausalLm,
     adapter: hier_backbone::AdapterId,
     rows: &[SftExample],
@@ -212,7 +214,8 @@ fn scores_of(
     Ok(out)
 }
 
-fn padded(
+/// Rows of per-token values as a `[rows, width]` tensor, zero-padded (or cut) to `width`.
+pub(crate) fn padded(
     rows: &[&Vec<f32>],
     width: usize,
     device: &hier_backbone::burn::tensor::Device,

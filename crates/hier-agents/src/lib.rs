@@ -13,7 +13,10 @@
 //! baselines ([`react`], [`reflexion`], [`adapt`]), outcome-reward GRPO ([`grpo`]: the GRPO
 //! baseline and Glider's online phase), evaluation ([`eval`], [`metrics`]), and the
 //! `reproduce table1` pipeline with its ablations and outputs ([`table1`], [`table1_report`],
-//! [`figures`]). The steering supervisor comes with a later issue.
+//! [`figures`]). Steering: the search executor ([`search_agent`]), the steering agent
+//! ([`steer_agent`]), its training and filtered BC ([`steer_train`]), and the
+//! `reproduce steering` pipeline with its outputs ([`steering`], [`steering_report`]); both
+//! pipelines share cached, resumable [`stages`].
 
 pub mod adapt;
 pub mod batching;

@@ -13,10 +13,87 @@ use hier_backbone::burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::pretrain::{PretrainConfig, PretrainOptions, pretrain};
 use crate::sft::{SftConfig, SftOptions, train_adapter};
 
 /// Errors of a pipeline (each names its stage).
 pub type Result<T> = std::result::Result<T, String>;
+
+/// Where the backbone comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum BackboneSpec {
+    /// Pre-train the tiny model from scratch on the pipeline's text.
+    Pretrain {
+        model: crate::pretrain::TinyModelConfig,
+        train: crate::pretrain::TrainConfig,
+    },
+    /// An HF checkpoint directory (`config.json`, safetensors, `tokenizer.json`).
+    Hf { path: PathBuf },
+}
+
+/// Writes `<out>/profile.resolved.toml`, runs `body` over fresh [`Stages`], and turns an early
+/// stop (`stop_after_stages`) into an incomplete [`Report`].
+pub(crate) fn run_pipeline<P: Serialize>(
+    profile: &P,
+    cfg: &RunConfig,
+    body: impl FnOnce(&mut Stages<'_>) -> Result<()>,
+) -> Result<Report> {
+    std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
+    let resolved = toml::to_string(profile).map_err(|e| e.to_string())?;
+    hier_backbone::write_atomic(&cfg.out.join("profile.resolved.toml"), resolved.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut stages = Stages {
+        cfg,
+        records: Vec::new(),
+        ran: 0,
+    };
+    match body(&mut stages) {
+        Ok(()) => Ok(Report {
+            stages: stages.records,
+            complete: true,
+        }),
+        Err(e) if e == STOPPED => Ok(Report {
+            stages: stages.records,
+            complete: false,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// The backbone: an HF checkpoint as it is, or the `backbone` stage (keyed by `key`, which
+/// must hold the spec and what the corpus is made from) pre-training the tiny model on
+/// `corpus()`. Returns the model directory and the key by which later stages name it.
+pub(crate) fn backbone_stage(
+    st: &mut Stages<'_>,
+    spec: &BackboneSpec,
+    key: serde_json::Value,
+    corpus: impl FnOnce() -> Result<String>,
+) -> Result<(PathBuf, String)> {
+    match spec {
+        BackboneSpec::Hf { path } => Ok((path.clone(), path.display().to_string())),
+        BackboneSpec::Pretrain { model, train } => {
+            let (device, progress) = (st.cfg.device.clone(), st.cfg.progress);
+            let dir = st.run("backbone", key, |dir| {
+                let text = dir.join("corpus.txt");
+                hier_backbone::write_atomic(&text, corpus()?.as_bytes())
+                    .map_err(|e| e.to_string())?;
+                let pc = PretrainConfig {
+                    model: model.clone(),
+                    train: train.clone(),
+                };
+                let opts = PretrainOptions {
+                    progress,
+                    stop_after: None,
+                };
+                pretrain(&pc, &[text], &dir.join("model"), &device, &opts)
+                    .map_err(|e| e.to_string())?;
+                Ok(())
+            })?;
+            Ok((dir.join("model"), Stages::upstream(&dir)))
+        }
+    }
+}
 
 /// Options of a run that do not change its results.
 #[derive(Clone, Debug)]

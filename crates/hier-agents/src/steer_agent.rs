@@ -123,6 +123,16 @@ pub struct AnswerTokens {
 }
 
 impl AnswerTokens {
+    /// The fast path's answer as a training target after its prompt.
+    pub fn word(&self, yes: bool) -> &'static str {
+        match (yes, self.spaced) {
+            (true, true) => "yes",
+            (true, false) => " yes",
+            (false, true) => "no",
+            (false, false) => " no",
+        }
+    }
+
     pub fn of(tok: &Tokenizer) -> Result<Self, String> {
         let enc = |w: &str| {
             tok.encode(w, false)

@@ -34,6 +34,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::grpo::{padded, scores_of};
 use crate::multi2::{BackbonePolicy, TextPolicy};
 use crate::offline_rl::{RunOptions, pin_config};
 use crate::optim::clip_global_norm;
@@ -551,9 +552,10 @@ pub fn train_steering(
         let rows: Vec<SftExample> = slow_rows.iter().map(|(e, _)| e.clone()).collect();
         let (old, refs) = {
             let inference = lm.valid();
-            let old = logprob_rows(&inference, id, &rows)?;
+            let batch = rows.len().max(1);
+            let old = scores_of(&inference, id, &rows, batch)?;
             let refs = if cfg.beta != 0.0 && !rows.is_empty() {
-                Some(logprob_rows(&inference, reference, &rows)?)
+                Some(scores_of(&inference, reference, &rows, batch)?)
             } else {
                 None
             };
@@ -576,10 +578,11 @@ pub fn train_steering(
                     let adv = Tensor::<1>::from_data(TensorData::new(adv, [rows.len()]), &device);
                     let out = ppo_clip_loss(
                         s.logprobs,
-                        padded(&old, c, &device),
+                        padded(&old.iter().collect::<Vec<_>>(), c, &device),
                         adv,
                         s.mask,
-                        refs.as_ref().map(|r| padded(r, c, &device)),
+                        refs.as_ref()
+                            .map(|r| padded(&r.iter().collect::<Vec<_>>(), c, &device)),
                         &ppo,
                     )
                     .map_err(|e| RlError::Invalid(e.to_string()))?;
@@ -697,47 +700,6 @@ fn logit(p: f32) -> f32 {
     (p / (1.0 - p)).ln()
 }
 
-fn logprob_rows(
-    lm: &CausalLm,
-    id: hier_backbone::AdapterId,
-    rows: &[SftExample],
-) -> Result<Vec<Vec<f32>>> {
-    let mut out = Vec::with_capacity(rows.len());
-    if rows.is_empty() {
-        return Ok(out);
-    }
-    let s = lm.score(
-        &score_requests(rows),
-        Forward {
-            adapter: Some(id),
-            train: false,
-        },
-    )?;
-    let [b, c] = s.logprobs.dims();
-    let v: Vec<f32> = s
-        .logprobs
-        .into_data()
-        .try_to_vec::<f32>()
-        .map_err(|e| RlError::Invalid(format!("{e:?}")))?;
-    for i in 0..b {
-        out.push(v[i * c..(i + 1) * c].to_vec());
-    }
-    Ok(out)
-}
-
-fn padded(
-    rows: &[Vec<f32>],
-    width: usize,
-    device: &hier_backbone::burn::tensor::Device,
-) -> Tensor<2> {
-    let mut v = vec![0.0f32; rows.len() * width];
-    for (i, r) in rows.iter().enumerate() {
-        let n = r.len().min(width);
-        v[i * width..i * width + n].copy_from_slice(&r[..n]);
-    }
-    Tensor::from_data(TensorData::new(v, [rows.len(), width]), device)
-}
-
 fn read_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
     if !path.exists() {
         return Ok(Vec::new());
@@ -791,13 +753,7 @@ pub fn format_examples(
     for (k, s) in states.iter().enumerate() {
         let o = s.observation(cfg);
         let what = format!("steering format example {k}");
-        let yes = rng.random_bool(0.5);
-        let word = match (yes, answers.spaced) {
-            (true, true) => "yes",
-            (true, false) => " yes",
-            (false, true) => "no",
-            (false, false) => " no",
-        };
+        let word = answers.word(rng.random_bool(0.5));
         out.push(encode_pair(
             tok,
             &fast_prompt(&o, answers.spaced),
@@ -863,12 +819,7 @@ pub fn filtered_bc_examples(
             .iter()
             .filter(|x| x.readable && x.mean_return > r.baseline)
             .collect();
-        let word = match (!good.is_empty(), answers.spaced) {
-            (true, true) => "yes",
-            (true, false) => " yes",
-            (false, true) => "no",
-            (false, false) => " no",
-        };
+        let word = answers.word(!good.is_empty());
         out.push(encode_pair(
             tok,
             &fast_prompt(&o, answers.spaced),

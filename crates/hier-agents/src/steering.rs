@@ -19,18 +19,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::eval::spread;
 use crate::offline_rl::RunOptions;
-use crate::pretrain::{PretrainConfig, PretrainOptions, pretrain};
 use crate::search_agent::{DriftConfig, SearchDemo, demonstrations, rollout_search};
 use crate::stages::{
-    Report, Result, RunConfig, STOPPED, Stages, load, read_json, read_jsonl, sft_stage, take,
-    write_json,
+    BackboneSpec, Report, Result, RunConfig, Stages, backbone_stage, load, read_json, read_jsonl,
+    run_pipeline, sft_stage, take, write_json,
 };
 use crate::steer_agent::{Schedule, SteerConfig, SteeringAgent};
 use crate::steer_train::{
     BankState, ExecutorSampling, StateRecord, SteerTrainConfig, collect_states, executor_examples,
     filtered_bc_examples, format_examples, train_steering,
 };
-use crate::table1::{BackboneSpec, SftSpec, sft_config};
+use crate::table1::{SftSpec, sft_config};
 
 /// The retrieval environment's settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -229,26 +228,7 @@ fn corpus_text(world: &World, demos: &[&[SearchDemo]]) -> String {
 /// Runs the pipeline of `profile` and writes `<out>/steering.{md,json,csv}` and figures.
 pub fn run(profile: &SteeringProfile, cfg: &RunConfig) -> Result<Report> {
     profile.check()?;
-    std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
-    let resolved = toml::to_string(profile).map_err(|e| e.to_string())?;
-    hier_backbone::write_atomic(&cfg.out.join("profile.resolved.toml"), resolved.as_bytes())
-        .map_err(|e| e.to_string())?;
-    let mut stages = Stages {
-        cfg,
-        records: Vec::new(),
-        ran: 0,
-    };
-    match run_stages(profile, cfg, &mut stages) {
-        Ok(()) => Ok(Report {
-            stages: stages.records,
-            complete: true,
-        }),
-        Err(e) if e == STOPPED => Ok(Report {
-            stages: stages.records,
-            complete: false,
-        }),
-        Err(e) => Err(e),
-    }
+    run_pipeline(profile, cfg, |st| run_stages(profile, cfg, st))
 }
 
 fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()> {
@@ -274,38 +254,12 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     }
 
     // 2. The backbone.
-    let backbone_dir = match &p.backbone {
-        BackboneSpec::Hf { path } => path.clone(),
-        BackboneSpec::Pretrain { model, train } => {
-            let key = serde_json::json!({"backbone": p.backbone, "world": p.world,
-                "demos": demo_sets.iter().map(|(d, _)| Stages::upstream(d)).collect::<Vec<_>>()});
-            st.run("backbone", key, |dir| {
-                let corpus = dir.join("corpus.txt");
-                let sets: Vec<&[SearchDemo]> =
-                    demo_sets.iter().map(|(_, d)| d.as_slice()).collect();
-                hier_backbone::write_atomic(&corpus, corpus_text(&world, &sets).as_bytes())
-                    .map_err(|e| e.to_string())?;
-                let pc = PretrainConfig {
-                    model: model.clone(),
-                    train: train.clone(),
-                };
-                let opts = PretrainOptions {
-                    progress: cfg.progress,
-                    stop_after: None,
-                };
-                pretrain(&pc, &[corpus], &dir.join("model"), &cfg.device, &opts)
-                    .map_err(|e| e.to_string())?;
-                Ok(())
-            })?
-            .join("model")
-        }
-    };
-    let backbone_key = match &p.backbone {
-        BackboneSpec::Hf { path } => path.display().to_string(),
-        BackboneSpec::Pretrain { .. } => {
-            Stages::upstream(backbone_dir.parent().expect("stage dir"))
-        }
-    };
+    let key = serde_json::json!({"backbone": p.backbone, "world": p.world,
+        "demos": demo_sets.iter().map(|(d, _)| Stages::upstream(d)).collect::<Vec<_>>()});
+    let (backbone_dir, backbone_key) = backbone_stage(st, &p.backbone, key, || {
+        let sets: Vec<&[SearchDemo]> = demo_sets.iter().map(|(_, d)| d.as_slice()).collect();
+        Ok(corpus_text(&world, &sets))
+    })?;
     let tok =
         Tokenizer::load(&backbone_dir).map_err(|e| format!("{}: {e}", backbone_dir.display()))?;
     let mut lm = CausalLm::load(&backbone_dir, &cfg.device)
@@ -561,4 +515,31 @@ pub fn profile_path(root: &Path, name: &str) -> PathBuf {
     root.join("configs")
         .join("steering")
         .join(format!("{name}.toml"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_profile_parses_and_bad_input_names_the_file() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        for name in ["smoke", "small", "paper"] {
+            let p = SteeringProfile::from_file(&profile_path(&root, name)).unwrap();
+            assert_eq!(p.name, name);
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let bad = tmp.path().join("bad.toml");
+        let text = std::fs::read_to_string(profile_path(&root, "smoke")).unwrap();
+        std::fs::write(
+            &bad,
+            text.replace("tau = 0.5\nhistory", "tau = 1.5\nhistory"),
+        )
+        .unwrap();
+        let e = SteeringProfile::from_file(&bad).unwrap_err();
+        assert!(e.contains("bad.toml") && e.contains("steer.tau"), "{e}");
+        std::fs::write(&bad, text.replace("bank_tasks = 3", "bank_taks = 3")).unwrap();
+        let e = SteeringProfile::from_file(&bad).unwrap_err();
+        assert!(e.contains("bad.toml") && e.contains("bank_taks"), "{e}");
+    }
 }

@@ -30,7 +30,6 @@ use crate::grpo::{GrpoConfig, train_grpo};
 use crate::multi2::{BackbonePolicy, RolloutConfig, rollout};
 use crate::offline_rl::{OfflineRlConfig, RunOptions, train_offline_from};
 use crate::online_rl::{CurvePoint, OnlineRlConfig, train_online};
-use crate::pretrain::{PretrainConfig, PretrainOptions, pretrain};
 use crate::react::{PromptedSpec, Prompter, rollout_react};
 use crate::reflexion::run_reflexion;
 use crate::roles::{
@@ -39,21 +38,10 @@ use crate::roles::{
 use crate::sft::SftConfig;
 use crate::sys2::Heads;
 
-pub use crate::stages::{Report, Result, RunConfig, StageRecord};
-use crate::stages::{STOPPED, Stages, load, read_json, read_jsonl, sft_stage, take, write_json};
-
-/// Where the backbone comes from.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum BackboneSpec {
-    /// Pre-train the tiny model from scratch on the environments' text.
-    Pretrain {
-        model: crate::pretrain::TinyModelConfig,
-        train: crate::pretrain::TrainConfig,
-    },
-    /// An HF checkpoint directory (`config.json`, safetensors, `tokenizer.json`).
-    Hf { path: PathBuf },
-}
+pub use crate::stages::{BackboneSpec, Report, Result, RunConfig, StageRecord};
+use crate::stages::{
+    Stages, backbone_stage, load, read_json, read_jsonl, run_pipeline, sft_stage, take, write_json,
+};
 
 /// Expert data per environment.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -346,26 +334,7 @@ pub(crate) fn sft_config(spec: &SftSpec, adapter: &str, seed: u64) -> SftConfig 
 /// Runs the pipeline of `profile` and writes `<out>/table1.{md,json,csv}`.
 pub fn run(profile: &Profile, cfg: &RunConfig) -> Result<Report> {
     profile.check()?;
-    std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
-    let resolved = toml::to_string(profile).map_err(|e| e.to_string())?;
-    hier_backbone::write_atomic(&cfg.out.join("profile.resolved.toml"), resolved.as_bytes())
-        .map_err(|e| e.to_string())?;
-    let mut stages = Stages {
-        cfg,
-        records: Vec::new(),
-        ran: 0,
-    };
-    match run_stages(profile, cfg, &mut stages) {
-        Ok(()) => Ok(Report {
-            stages: stages.records,
-            complete: true,
-        }),
-        Err(e) if e == STOPPED => Ok(Report {
-            stages: stages.records,
-            complete: false,
-        }),
-        Err(e) => Err(e),
-    }
+    run_pipeline(profile, cfg, |st| run_stages(profile, cfg, st))
 }
 
 fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()> {
@@ -409,36 +378,10 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
         .collect::<Result<_>>()?;
 
     // 2. The backbone.
-    let backbone_dir = match &profile.backbone {
-        BackboneSpec::Hf { path } => path.clone(),
-        BackboneSpec::Pretrain { model, train } => {
-            let upstream: Vec<String> = data_dirs.values().map(|d| Stages::upstream(d)).collect();
-            let key = serde_json::json!({"backbone": profile.backbone, "data": upstream});
-            st.run("backbone", key, |dir| {
-                let corpus = dir.join("corpus.txt");
-                hier_backbone::write_atomic(&corpus, corpus_text(&data).as_bytes())
-                    .map_err(|e| e.to_string())?;
-                let pc = PretrainConfig {
-                    model: model.clone(),
-                    train: train.clone(),
-                };
-                let opts = PretrainOptions {
-                    progress: cfg.progress,
-                    stop_after: None,
-                };
-                pretrain(&pc, &[corpus], &dir.join("model"), &cfg.device, &opts)
-                    .map_err(|e| e.to_string())?;
-                Ok(())
-            })?
-            .join("model")
-        }
-    };
-    let backbone_key = match &profile.backbone {
-        BackboneSpec::Hf { path } => path.display().to_string(),
-        BackboneSpec::Pretrain { .. } => {
-            Stages::upstream(backbone_dir.parent().expect("stage dir"))
-        }
-    };
+    let upstream: Vec<String> = data_dirs.values().map(|d| Stages::upstream(d)).collect();
+    let key = serde_json::json!({"backbone": profile.backbone, "data": upstream});
+    let (backbone_dir, backbone_key) =
+        backbone_stage(st, &profile.backbone, key, || Ok(corpus_text(&data)))?;
     let tok =
         Tokenizer::load(&backbone_dir).map_err(|e| format!("{}: {e}", backbone_dir.display()))?;
     let mut lm = CausalLm::load(&backbone_dir, &cfg.device)
