@@ -726,12 +726,14 @@ fn write_lines<T: Serialize>(path: &Path, rows: &[T]) -> Result<()> {
     Ok(())
 }
 
-/// Notes the format-only agent writes (generic: it knows the protocol, not the task).
+/// Notes the format-only agent writes: generic (it knows the protocol, not the task) and
+/// short, with reasoning of a few words, so that a tiny backbone learns the protocol in a few
+/// hundred steps.
 const FORMAT_NOTES: [&str; 4] = [
-    "Answer with what you have found.",
-    "Search for the next entity the question names.",
-    "Do not repeat a search you already made.",
-    "Check the last result before answering.",
+    "answer now",
+    "search the next name",
+    "do not search again",
+    "check the last result",
 ];
 
 /// The "zero-shot" steering agent's data: the protocol with decisions drawn at random. At
@@ -768,10 +770,10 @@ pub fn format_examples(
             _ => format!("guide: {note}"),
         };
         let reply =
-            format!(" I look at the executor's last turn. </think><action>{action}</action>");
+            format!(" the last turn </think><action>{action}</action>");
         out.push(encode_pair(tok, &slow_prompt(&o), &reply, max_len, &what)?);
         if s.turns.is_empty() {
-            let plan = format!(" I plan before it starts. </think><action>guide: {note}</action>");
+            let plan = format!(" a plan </think><action>guide: {note}</action>");
             out.push(encode_pair(tok, &plan_prompt(&o), &plan, max_len, &what)?);
         }
         if matches!(
@@ -783,7 +785,7 @@ pub fn format_examples(
             } else {
                 format!("guide: {note}")
             };
-            let reply = format!(" I check the answer. </think><action>{verdict}</action>");
+            let reply = format!(" the answer </think><action>{verdict}</action>");
             out.push(encode_pair(
                 tok,
                 &verify_prompt(&o, &s.next),
