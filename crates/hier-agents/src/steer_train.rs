@@ -769,8 +769,7 @@ pub fn format_examples(
             1 => "stop".to_owned(),
             _ => format!("guide: {note}"),
         };
-        let reply =
-            format!(" the last turn </think><action>{action}</action>");
+        let reply = format!(" the last turn </think><action>{action}</action>");
         out.push(encode_pair(tok, &slow_prompt(&o), &reply, max_len, &what)?);
         if s.turns.is_empty() {
             let plan = format!(" a plan </think><action>guide: {note}</action>");

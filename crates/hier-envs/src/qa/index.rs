@@ -328,9 +328,15 @@ mod tests {
                 url: format!("https://en.wikipedia.org/wiki/Twin_{i}"),
             })
             .collect();
-        let first = Bm25Index::in_memory(&many).unwrap().search("river valley", 10).unwrap();
+        let first = Bm25Index::in_memory(&many)
+            .unwrap()
+            .search("river valley", 10)
+            .unwrap();
         for _ in 0..3 {
-            let again = Bm25Index::in_memory(&many).unwrap().search("river valley", 10).unwrap();
+            let again = Bm25Index::in_memory(&many)
+                .unwrap()
+                .search("river valley", 10)
+                .unwrap();
             assert_eq!(again, first);
         }
     }
