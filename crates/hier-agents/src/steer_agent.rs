@@ -122,17 +122,18 @@ pub struct AnswerTokens {
     pub spaced: bool,
 }
 
-impl AnswerTokens {
-    /// The fast path's answer as a training target after its prompt.
-    pub fn word(&self, yes: bool) -> &'static str {
-        match (yes, self.spaced) {
-            (true, true) => "yes",
-            (true, false) => " yes",
-            (false, true) => "no",
-            (false, false) => " no",
-        }
+/// The fast path's answer as a training target after its prompt (`spaced`: the prompt ends
+/// with the space, see [`AnswerTokens`]).
+pub fn answer_word(yes: bool, spaced: bool) -> &'static str {
+    match (yes, spaced) {
+        (true, true) => "yes",
+        (true, false) => " yes",
+        (false, true) => "no",
+        (false, false) => " no",
     }
+}
 
+impl AnswerTokens {
     pub fn of(tok: &Tokenizer) -> Result<Self, String> {
         let enc = |w: &str| {
             tok.encode(w, false)

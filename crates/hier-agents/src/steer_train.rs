@@ -43,8 +43,8 @@ use crate::runlog::{append_line, progress_bar, swap_in_dir};
 use crate::search_agent::{Intervention, SearchStart, SearchState, rollout_search_from};
 use crate::sft::{SftExample, score_requests};
 use crate::steer_agent::{
-    AnswerTokens, SteerConfig, encode_prompt, fast_prompt, log_odds, observation, plan_prompt,
-    sample_slow, slow_prompt, verify_prompt,
+    AnswerTokens, SteerConfig, answer_word, encode_prompt, fast_prompt, log_odds, observation,
+    plan_prompt, sample_slow, slow_prompt, verify_prompt,
 };
 use crate::sys2::RlError;
 
@@ -750,19 +750,35 @@ pub fn format_examples(
     seed: u64,
 ) -> std::result::Result<Vec<SftExample>, String> {
     let answers = AnswerTokens::of(tok)?;
+    format_pairs(states, cfg, answers.spaced, seed)
+        .into_iter()
+        .enumerate()
+        .map(|(k, (p, t))| {
+            encode_pair(
+                tok,
+                &p,
+                &t,
+                max_len,
+                &format!("steering format example {k}"),
+            )
+        })
+        .collect()
+}
+
+/// [`format_examples`] as text `(prompt, target)` pairs; `spaced` as in [`AnswerTokens`]
+/// (the text is the same either way: `Answer: yes`).
+pub fn format_pairs(
+    states: &[BankState],
+    cfg: &SteerConfig,
+    spaced: bool,
+    seed: u64,
+) -> Vec<(String, String)> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut out = Vec::new();
-    for (k, s) in states.iter().enumerate() {
+    for s in states {
         let o = s.observation(cfg);
-        let what = format!("steering format example {k}");
-        let word = answers.word(rng.random_bool(0.5));
-        out.push(encode_pair(
-            tok,
-            &fast_prompt(&o, answers.spaced),
-            word,
-            max_len,
-            &what,
-        )?);
+        let word = answer_word(rng.random_bool(0.5), spaced);
+        out.push((fast_prompt(&o, spaced), word.to_owned()));
         let note = FORMAT_NOTES[rng.random_range(0..FORMAT_NOTES.len())];
         let action = match rng.random_range(0..3) {
             0 => "pass".to_owned(),
@@ -770,10 +786,10 @@ pub fn format_examples(
             _ => format!("guide: {note}"),
         };
         let reply = format!(" the last turn </think><action>{action}</action>");
-        out.push(encode_pair(tok, &slow_prompt(&o), &reply, max_len, &what)?);
+        out.push((slow_prompt(&o), reply));
         if s.turns.is_empty() {
             let plan = format!(" a plan </think><action>guide: {note}</action>");
-            out.push(encode_pair(tok, &plan_prompt(&o), &plan, max_len, &what)?);
+            out.push((plan_prompt(&o), plan));
         }
         if matches!(
             hier_envs::qa::env::parse_call(&s.next),
@@ -785,16 +801,23 @@ pub fn format_examples(
                 format!("guide: {note}")
             };
             let reply = format!(" the answer </think><action>{verdict}</action>");
-            out.push(encode_pair(
-                tok,
-                &verify_prompt(&o, &s.next),
-                &reply,
-                max_len,
-                &what,
-            )?);
+            out.push((verify_prompt(&o, &s.next), reply));
         }
     }
-    Ok(out)
+    out
+}
+
+/// The bank states of a demonstration: the state before each of its turns.
+pub fn demo_states(demo: &crate::search_agent::SearchDemo, group: usize) -> Vec<BankState> {
+    (0..demo.turns.len())
+        .map(|k| BankState {
+            task: demo.task.clone(),
+            group,
+            question: demo.question.clone(),
+            turns: demo.turns[..k].to_vec(),
+            next: demo.turns[k].0.clone(),
+        })
+        .collect()
 }
 
 /// Filtered behaviour cloning's data from a training run's `samples.jsonl` records: every
@@ -820,7 +843,7 @@ pub fn filtered_bc_examples(
             .iter()
             .filter(|x| x.readable && x.mean_return > r.baseline)
             .collect();
-        let word = answers.word(!good.is_empty());
+        let word = answer_word(!good.is_empty(), answers.spaced);
         out.push(encode_pair(
             tok,
             &fast_prompt(&o, answers.spaced),

@@ -26,8 +26,8 @@ use crate::stages::{
 };
 use crate::steer_agent::{Schedule, SteerConfig, SteeringAgent};
 use crate::steer_train::{
-    BankState, ExecutorSampling, StateRecord, SteerTrainConfig, collect_states, executor_examples,
-    filtered_bc_examples, format_examples, train_steering,
+    BankState, ExecutorSampling, StateRecord, SteerTrainConfig, collect_states, demo_states,
+    executor_examples, filtered_bc_examples, format_examples, format_pairs, train_steering,
 };
 use crate::table1::{SftSpec, sft_config};
 
@@ -205,8 +205,12 @@ fn forks(env: &QaEnv, n: usize) -> Vec<Box<dyn Env>> {
         .collect()
 }
 
-/// The pre-training corpus: the world's documents and the demonstrations' prompts with turns.
-fn corpus_text(world: &World, demos: &[&[SearchDemo]]) -> String {
+/// The pre-training corpus: the world's documents, the demonstrations' prompts with turns, and
+/// the steering protocol over the demonstrations' states (random decisions, as in
+/// [`format_pairs`]) — an instruct model has seen such protocols before it is asked to follow
+/// one; without it the tiny backbone never learns to emit the protocol's tokens (its output
+/// embeddings for them stay untrained, and LoRA does not adapt them).
+fn corpus_text(world: &World, demos: &[&[SearchDemo]], steer: &SteerConfig, seed: u64) -> String {
     let mut out = String::new();
     let mut doc = |s: &str| {
         out.push_str(s.trim_end());
@@ -221,6 +225,15 @@ fn corpus_text(world: &World, demos: &[&[SearchDemo]]) -> String {
                 doc(&format!("{p}{t}"));
             }
         }
+    }
+    let states: Vec<BankState> = demos
+        .first()
+        .into_iter()
+        .flat_map(|set| set.iter().enumerate())
+        .flat_map(|(g, demo)| demo_states(demo, g))
+        .collect();
+    for (p, t) in format_pairs(&states, steer, true, seed) {
+        doc(&format!("{p}{t}"));
     }
     out
 }
@@ -254,12 +267,19 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     }
 
     // 2. The backbone.
-    let key = serde_json::json!({"backbone": p.backbone, "world": p.world,
-        "demos": demo_sets.iter().map(|(d, _)| Stages::upstream(d)).collect::<Vec<_>>()});
-    let (backbone_dir, backbone_key) = backbone_stage(st, &p.backbone, key, || {
-        let sets: Vec<&[SearchDemo]> = demo_sets.iter().map(|(_, d)| d.as_slice()).collect();
-        Ok(corpus_text(&world, &sets))
-    })?;
+    let sets: Vec<&[SearchDemo]> = demo_sets.iter().map(|(_, d)| d.as_slice()).collect();
+    let corpus = corpus_text(&world, &sets, &p.steer, p.seed);
+    // The key covers the corpus itself (a hash), so any change to what goes into it retrains.
+    let digest = {
+        use sha2::{Digest, Sha256};
+        let h = Sha256::digest(corpus.as_bytes());
+        h.iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let key = serde_json::json!({"backbone": p.backbone, "corpus_sha256": digest});
+    let (backbone_dir, backbone_key) = backbone_stage(st, &p.backbone, key, || Ok(corpus))?;
     let tok =
         Tokenizer::load(&backbone_dir).map_err(|e| format!("{}: {e}", backbone_dir.display()))?;
     let mut lm = CausalLm::load(&backbone_dir, &cfg.device)
