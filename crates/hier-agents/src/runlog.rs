@@ -15,6 +15,15 @@ pub fn cosine_lr(lr: f64, min_lr: f64, warmup: usize, steps: usize, step: usize)
     min_lr + 0.5 * (lr - min_lr) * (1.0 + (std::f64::consts::PI * progress).cos())
 }
 
+/// Writes `rows` as JSON lines, atomically (the whole file or nothing).
+pub fn write_jsonl<T: serde::Serialize>(path: &Path, rows: &[T]) -> hier_backbone::Result<()> {
+    let text: String = rows
+        .iter()
+        .map(|r| serde_json::to_string(r).expect("serialises") + "\n")
+        .collect();
+    hier_backbone::write_atomic(path, text.as_bytes())
+}
+
 /// Appends one line to a metrics file.
 pub fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
     use std::io::Write;

@@ -39,7 +39,7 @@ use crate::multi2::{BackbonePolicy, TextPolicy};
 use crate::offline_rl::{RunOptions, pin_config};
 use crate::optim::clip_global_norm;
 use crate::roles::encode_pair;
-use crate::runlog::{append_line, progress_bar, swap_in_dir};
+use crate::runlog::{append_line, progress_bar, swap_in_dir, write_jsonl};
 use crate::search_agent::{Intervention, SearchStart, SearchState, rollout_search_from};
 use crate::sft::{SftExample, score_requests};
 use crate::steer_agent::{
@@ -362,7 +362,19 @@ pub fn train_steering(
         path: path.to_owned(),
         msg,
     };
-    let (id, start, priorities) = if state_path.exists() {
+    // The bank's priorities v = σ(z) under the trained adapter's current fast path.
+    let priorities = |lm: &CausalLm| -> Result<Vec<f32>> {
+        let z = fast_log_odds(
+            &lm.valid(),
+            tok,
+            &cfg.adapter,
+            &observations,
+            cfg.steer.max_prompt,
+            cfg.parallel,
+        )?;
+        Ok(z.iter().map(|&z| sigmoid(z)).collect())
+    };
+    let (id, start, start_priorities) = if state_path.exists() {
         let state: State = serde_json::from_str(&std::fs::read_to_string(&state_path)?)
             .map_err(|e| ckpt_err(&state_path, e.to_string()))?;
         if state.config != *cfg {
@@ -379,18 +391,10 @@ pub fn train_steering(
         let init = out.join("init_adapter");
         lm.save_adapter(reference, &init, None)?;
         let id = lm.load_adapter(&cfg.adapter, &init)?;
-        let z = fast_log_odds(
-            &lm.valid(),
-            tok,
-            &cfg.adapter,
-            &observations,
-            cfg.steer.max_prompt,
-            cfg.parallel,
-        )?;
-        (id, 0, z.iter().map(|&z| sigmoid(z)).collect())
+        (id, 0, priorities(&lm)?)
     };
     let mut bank: StateBank<usize> = StateBank::new();
-    for (i, &p) in priorities.iter().enumerate() {
+    for (i, &p) in start_priorities.iter().enumerate() {
         bank.push(i, p)
             .map_err(|e| RlError::Invalid(e.to_string()))?;
     }
@@ -414,8 +418,8 @@ pub fn train_steering(
         .into_iter()
         .filter(|r: &StateRecord| r.round <= start)
         .collect();
-    write_lines(&curve_path, &curve)?;
-    write_lines(&samples_path, &kept)?;
+    write_jsonl(&curve_path, &curve)?;
+    write_jsonl(&samples_path, &kept)?;
     let answers = AnswerTokens::of(tok).map_err(RlError::Invalid)?;
     let scaling = if cfg.scale_std {
         StdScaling::Group
@@ -616,15 +620,7 @@ pub fn train_steering(
         }
         // Re-score the bank with the updated fast path.
         if (round + 1) % cfg.rescore_every == 0 {
-            let z = fast_log_odds(
-                &lm.valid(),
-                tok,
-                &cfg.adapter,
-                &observations,
-                cfg.steer.max_prompt,
-                cfg.parallel,
-            )?;
-            bank.rescore(z.iter().map(|&z| sigmoid(z)).collect())
+            bank.rescore(priorities(&lm)?)
                 .map_err(|e| RlError::Invalid(e.to_string()))?;
         }
         let all: Vec<&SlowSample> = records.iter().flat_map(|r| &r.samples).collect();
@@ -664,7 +660,7 @@ pub fn train_steering(
             )?;
         }
         curve.push(point);
-        write_lines(&curve_path, &curve)?;
+        write_jsonl(&curve_path, &curve)?;
         bar.inc(1);
         let priorities: Vec<f32> = bank.priorities().to_vec();
         swap_in_dir(&ckpt, |dir| -> Result<()> {
@@ -715,15 +711,6 @@ fn read_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
             })
         })
         .collect()
-}
-
-fn write_lines<T: Serialize>(path: &Path, rows: &[T]) -> Result<()> {
-    let text: String = rows
-        .iter()
-        .map(|r| serde_json::to_string(r).expect("serialises") + "\n")
-        .collect();
-    hier_backbone::write_atomic(path, text.as_bytes())?;
-    Ok(())
 }
 
 /// Notes the format-only agent writes: generic (it knows the protocol, not the task) and

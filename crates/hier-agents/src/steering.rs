@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::eval::spread;
 use crate::offline_rl::RunOptions;
+use crate::runlog::write_jsonl;
 use crate::search_agent::{DriftConfig, SearchDemo, demonstrations, rollout_search};
 use crate::stages::{
     BackboneSpec, Report, Result, RunConfig, Stages, backbone_stage, load, read_json, read_jsonl,
@@ -258,7 +259,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
         let dir = st.run(name, key, |dir| {
             let mut env = train_env.fork();
             let demos = demonstrations(&mut env, &spread(&train_tasks, spec.demos), &spec.drift)?;
-            write_lines(&dir.join("demos.jsonl"), &demos)
+            write_jsonl(&dir.join("demos.jsonl"), &demos).map_err(|e| e.to_string())
         })?;
         demo_sets.push((
             dir.clone(),
@@ -318,7 +319,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
             p.seed,
         )
         .map_err(|e| e.to_string())?;
-        write_lines(&dir.join("bank.jsonl"), &states)
+        write_jsonl(&dir.join("bank.jsonl"), &states).map_err(|e| e.to_string())
     })?;
     let bank: Vec<BankState> = read_jsonl(&bank_dir.join("bank.jsonl"))?;
 
@@ -520,14 +521,6 @@ fn evaluate(
         }
     }
     Ok((out, slow_runs))
-}
-
-fn write_lines<T: Serialize>(path: &Path, rows: &[T]) -> Result<()> {
-    let text: String = rows
-        .iter()
-        .map(|r| serde_json::to_string(r).expect("serialises") + "\n")
-        .collect();
-    hier_backbone::write_atomic(path, text.as_bytes()).map_err(|e| e.to_string())
 }
 
 /// `configs/steering/<name>.toml` under the workspace root `root`.
