@@ -41,6 +41,7 @@ pub mod stages;
 pub mod steer_agent;
 pub mod steer_train;
 pub mod steering;
+pub mod steering_data;
 pub mod steering_report;
 pub mod sys2;
 pub mod table1;

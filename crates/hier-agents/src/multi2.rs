@@ -45,6 +45,9 @@ pub struct BackbonePolicy<'a> {
     /// Prompts longer than this many tokens are cut by [`crate::roles::fit_prompt`] (as in
     /// training); `None` keeps them whole.
     pub max_prompt: Option<usize>,
+    /// Render each prompt as one user message with the tokenizer's chat template (an
+    /// instruct checkpoint playing as it is); `false` continues the raw text.
+    pub chat: bool,
     /// Calls answered so far: call `k` samples with seed `sampling.seed + k`, so successive
     /// steps draw fresh randomness while a run stays reproducible.
     pub calls: u64,
@@ -66,6 +69,7 @@ impl<'a> BackbonePolicy<'a> {
             stop_strings: vec![crate::roles::STOP.into()],
             stop_tokens: Vec::new(),
             max_prompt: None,
+            chat: false,
             calls: 0,
         }
     }
@@ -81,7 +85,17 @@ impl TextPolicy for BackbonePolicy<'_> {
         let requests = prompts
             .iter()
             .map(|p| {
-                let mut prompt = self.tokenizer.encode(p, false).map_err(|e| e.to_string())?;
+                let text = if self.chat {
+                    let user = [hier_backbone::Message::new("user", p)];
+                    let chat = self.tokenizer.apply_chat_template(&user, true);
+                    chat.map_err(|e| e.to_string())?
+                } else {
+                    p.clone()
+                };
+                let mut prompt = self
+                    .tokenizer
+                    .encode(&text, false)
+                    .map_err(|e| e.to_string())?;
                 if let Some(budget) = self.max_prompt {
                     crate::roles::fit_prompt(&mut prompt, budget);
                 }

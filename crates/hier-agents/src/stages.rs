@@ -61,11 +61,12 @@ pub(crate) fn run_pipeline<P: Serialize>(
     }
 }
 
-/// The backbone: an HF checkpoint as it is, or the `backbone` stage (keyed by `key`, which
-/// must hold the spec and what the corpus is made from) pre-training the tiny model on
-/// `corpus()`. Returns the model directory and the key by which later stages name it.
+/// The backbone: an HF checkpoint as it is, or the stage `name` (keyed by `key`, which must
+/// hold the spec and what the corpus is made from) pre-training the tiny model on `corpus()`.
+/// Returns the model directory and the key by which later stages name it.
 pub(crate) fn backbone_stage(
     st: &mut Stages<'_>,
+    name: &str,
     spec: &BackboneSpec,
     key: serde_json::Value,
     corpus: impl FnOnce() -> Result<String>,
@@ -74,7 +75,7 @@ pub(crate) fn backbone_stage(
         BackboneSpec::Hf { path } => Ok((path.clone(), path.display().to_string())),
         BackboneSpec::Pretrain { model, train } => {
             let (device, progress) = (st.cfg.device.clone(), st.cfg.progress);
-            let dir = st.run("backbone", key, |dir| {
+            let dir = st.run(name, key, |dir| {
                 let text = dir.join("corpus.txt");
                 hier_backbone::write_atomic(&text, corpus()?.as_bytes())
                     .map_err(|e| e.to_string())?;

@@ -11,13 +11,16 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use hier_backbone::burn::module::Module;
+use hier_backbone::burn::tensor::Device;
 use hier_backbone::{CausalLm, Tokenizer};
-use hier_envs::qa::env::{Call, QaEnv, QaEnvConfig, parse_call};
-use hier_envs::qa::world::{World, WorldConfig};
+use hier_envs::qa::corpus::Document;
+use hier_envs::qa::env::{Call, QaEnv, parse_call};
+use hier_envs::qa::world::WorldConfig;
 use hier_envs::{Env, Split, Task};
 use serde::{Deserialize, Serialize};
 
 use crate::eval::spread;
+use crate::multi2::BackbonePolicy;
 use crate::offline_rl::RunOptions;
 use crate::runlog::write_jsonl;
 use crate::search_agent::{DriftConfig, SearchDemo, demonstrations, rollout_search};
@@ -30,6 +33,8 @@ use crate::steer_train::{
     BankState, ExecutorSampling, StateRecord, SteerTrainConfig, collect_states, demo_states,
     executor_examples, filtered_bc_examples, format_examples, format_pairs, train_steering,
 };
+pub use crate::steering_data::QaFiles;
+use crate::steering_data::{QaData, hex};
 use crate::table1::{SftSpec, sft_config};
 
 /// The retrieval environment's settings.
@@ -44,15 +49,77 @@ pub struct QaSpec {
     pub eval_max_turns: usize,
 }
 
-/// A frozen executor: demonstrations with drift, then LoRA SFT.
+/// A frozen executor: a backbone (the profile's, or its own: another size or family), and
+/// optionally a LoRA SFT adapter on search demonstrations with drift — the synthetic world
+/// only, since demonstrations follow its gold paths. Without `sft` the backbone plays as it is
+/// (an instruct checkpoint, as in the paper).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutorSpec {
-    /// Training questions demonstrated (spread over the train split).
+    /// Its name in tables and stage names: `main` for the training executor; transfer
+    /// executors need their own (letters, digits, `-`, `_`).
+    #[serde(default = "main_executor")]
+    pub name: String,
+    /// Its own backbone; absent: the profile's `backbone`, shared with the steering agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backbone: Option<BackboneSpec>,
+    /// Training questions demonstrated (spread over the train split), with `sft` only.
+    #[serde(default)]
     pub demos: usize,
-    pub drift: DriftConfig,
-    pub sft: SftSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftConfig>,
+    /// LoRA SFT on the demonstrations; absent: no adapter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sft: Option<SftSpec>,
+    /// Prompt it as an instruct model: each prompt one user message in the chat template, a
+    /// turn ending at its call's closing tag (`</search>`, `</access>`, `</answer>`) rather
+    /// than at the end of a line.
+    #[serde(default)]
+    pub chat: bool,
     pub seed: u64,
+}
+
+fn main_executor() -> String {
+    "main".into()
+}
+
+impl ExecutorSpec {
+    /// The adapter (and stage) name of its SFT.
+    pub fn adapter(&self) -> String {
+        if self.name == "main" {
+            "executor".into()
+        } else {
+            format!("executor-{}", self.name)
+        }
+    }
+
+    fn check(&self, what: &str, synthetic: bool) -> Result<()> {
+        let ok_name = !self.name.is_empty()
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !ok_name {
+            return Err(format!(
+                "{what}.name = `{}`: use letters, digits, `-` and `_`",
+                self.name
+            ));
+        }
+        match (&self.sft, &self.drift) {
+            (Some(_), Some(_)) if !synthetic => Err(format!(
+                "{what}.sft trains on demonstrations along gold paths, which only the synthetic \
+                 [world] has; with [files], leave it out (the backbone plays as it is)"
+            )),
+            (Some(_), Some(_)) if self.demos == 0 => {
+                Err(format!("{what}.demos must be positive with {what}.sft"))
+            }
+            (Some(_), None) => Err(format!("{what}.sft needs {what}.drift")),
+            (None, _) if self.demos > 0 || self.drift.is_some() => Err(format!(
+                "{what}.demos and {what}.drift only apply with {what}.sft"
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Evaluation.
@@ -75,14 +142,20 @@ pub struct SteerEvalSpec {
 pub struct SteeringProfile {
     pub name: String,
     pub seed: u64,
-    pub world: WorldConfig,
+    /// The data: the synthetic world, or files (exactly one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<WorldConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<QaFiles>,
     pub qa: QaSpec,
     pub backbone: BackboneSpec,
     /// Tokens per training sequence at most.
     pub max_len: usize,
-    /// The executor the steering agent is trained with, and the one it transfers to.
+    /// The executor the steering agent is trained with, and those it transfers to without
+    /// retraining (`[[transfer]]`).
     pub executor: ExecutorSpec,
-    pub transfer: ExecutorSpec,
+    #[serde(default)]
+    pub transfer: Vec<ExecutorSpec>,
     pub executor_sampling: ExecutorSampling,
     /// The steering agent at deployment.
     pub steer: SteerConfig,
@@ -121,10 +194,50 @@ impl SteeringProfile {
         if self.qa.train_max_turns == 0 || self.qa.eval_max_turns == 0 || self.qa.topk == 0 {
             return Err("qa: topk and turn limits must be positive".into());
         }
-        if self.bank_tasks == 0 || self.executor.demos == 0 || self.transfer.demos == 0 {
-            return Err("bank_tasks and executor demos must be positive".into());
+        if self.bank_tasks == 0 {
+            return Err("bank_tasks must be positive".into());
+        }
+        match (&self.world, &self.files) {
+            (Some(_), None) => {}
+            (None, Some(f)) => {
+                f.check()?;
+                if f.corpus.is_none() && self.pretrains() {
+                    return Err(
+                        "a pre-trained (`kind = \"pretrain\"`) backbone needs files.corpus for its text"
+                            .into(),
+                    );
+                }
+            }
+            _ => return Err("give exactly one of [world] and [files]".into()),
+        }
+        let synthetic = self.world.is_some();
+        if self.executor.name != "main" {
+            return Err(format!(
+                "executor.name = `{}`: the training executor is `main`",
+                self.executor.name
+            ));
+        }
+        self.executor.check("executor", synthetic)?;
+        let mut names = std::collections::BTreeSet::from(["main"]);
+        for t in &self.transfer {
+            t.check(&format!("transfer `{}`", t.name), synthetic)?;
+            if !names.insert(&t.name) {
+                return Err(format!("two executors are named `{}`", t.name));
+            }
         }
         Ok(())
+    }
+
+    /// Whether any backbone of the run is pre-trained from scratch (on the corpus's text).
+    pub fn pretrains(&self) -> bool {
+        std::iter::once(&self.backbone)
+            .chain(self.executors().filter_map(|e| e.backbone.as_ref()))
+            .any(|b| matches!(b, BackboneSpec::Pretrain { .. }))
+    }
+
+    /// The training executor, then the transfer executors.
+    pub fn executors(&self) -> impl Iterator<Item = &ExecutorSpec> {
+        std::iter::once(&self.executor).chain(&self.transfer)
     }
 }
 
@@ -157,6 +270,9 @@ pub struct QaResult {
     pub task: Task,
     pub seed: u64,
     pub hops: Option<usize>,
+    /// The test set the question comes from (`[files]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_set: Option<String>,
     pub f1: f64,
     pub em: f64,
     pub answered: bool,
@@ -189,35 +305,29 @@ pub struct SteeringRun {
     pub wall_seconds: f64,
 }
 
-fn qa_env(world: &World, spec: &QaSpec, max_turns: usize) -> Result<QaEnv> {
-    QaEnv::synthetic(
-        world,
-        QaEnvConfig {
-            topk: spec.topk,
-            max_turns,
-        },
-    )
-    .map_err(|e| format!("qa environment: {e}"))
-}
-
 fn forks(env: &QaEnv, n: usize) -> Vec<Box<dyn Env>> {
     (0..n.max(1))
         .map(|_| Box::new(env.fork()) as Box<dyn Env>)
         .collect()
 }
 
-/// The pre-training corpus: the world's documents, the demonstrations' prompts with turns, and
-/// the steering protocol over the demonstrations' states (random decisions, as in
-/// [`format_pairs`]) — an instruct model has seen such protocols before it is asked to follow
-/// one; without it the tiny backbone never learns to emit the protocol's tokens (its output
-/// embeddings for them stay untrained, and LoRA does not adapt them).
-fn corpus_text(world: &World, demos: &[&[SearchDemo]], steer: &SteerConfig, seed: u64) -> String {
+/// The pre-training corpus of a tiny backbone: the passages, the demonstrations' prompts with
+/// turns, and the steering protocol over the first demonstration set's states (random
+/// decisions, as in [`format_pairs`]) — an instruct model has seen such protocols before it is
+/// asked to follow one; without it the tiny backbone never learns to emit the protocol's tokens
+/// (its output embeddings for them stay untrained, and LoRA does not adapt them).
+fn corpus_text(
+    documents: &[Document],
+    demos: &[&[SearchDemo]],
+    steer: &SteerConfig,
+    seed: u64,
+) -> String {
     let mut out = String::new();
     let mut doc = |s: &str| {
         out.push_str(s.trim_end());
         out.push_str("\n\n");
     };
-    for d in &world.documents {
+    for d in documents {
         doc(&d.contents());
     }
     for set in demos {
@@ -239,6 +349,80 @@ fn corpus_text(world: &World, demos: &[&[SearchDemo]], steer: &SteerConfig, seed
     out
 }
 
+/// A frozen executor of the run: where its model and adapter are. Executors on their own
+/// backbones are loaded only while they play, so that several large checkpoints are not in
+/// memory at once.
+struct Executor {
+    name: String,
+    /// Its own backbone's directory; `None`: the shared backbone.
+    backbone: Option<PathBuf>,
+    /// Its SFT adapter's name and directory, if any (on the shared backbone it is installed
+    /// in the shared model already).
+    adapter: Option<(String, PathBuf)>,
+    chat: bool,
+    /// What later stages' keys say of it.
+    key: serde_json::Value,
+}
+
+/// An executor ready to play: its own model (an inference copy) when it has one.
+struct Player<'e> {
+    executor: &'e Executor,
+    own: Option<(CausalLm, Tokenizer)>,
+}
+
+impl Executor {
+    fn load(&self, device: &Device) -> Result<Player<'_>> {
+        let own = match &self.backbone {
+            None => None,
+            Some(dir) => {
+                let (mut lm, tok) = load_model(dir, device)?;
+                if let Some((name, adapter)) = &self.adapter {
+                    load(&mut lm, name, adapter)?;
+                }
+                Some((lm.valid(), tok))
+            }
+        };
+        Ok(Player {
+            executor: self,
+            own,
+        })
+    }
+}
+
+impl Player<'_> {
+    /// Its sampling policy; `shared` is an inference copy of the shared backbone.
+    fn policy<'a>(
+        &'a self,
+        shared: &'a CausalLm,
+        shared_tok: &'a Tokenizer,
+        sampling: &ExecutorSampling,
+        seed: u64,
+    ) -> Result<BackbonePolicy<'a>> {
+        let (lm, tok) = match &self.own {
+            Some((lm, tok)) => (lm, tok),
+            None => (shared, shared_tok),
+        };
+        let id = match &self.executor.adapter {
+            Some((a, _)) => Some(lm.adapter_id(a).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        let mut policy = sampling.policy(lm, tok, id, seed);
+        if self.executor.chat {
+            policy.chat = true;
+            policy.stop_strings = ["</search>", "</access>", "</answer>"]
+                .map(String::from)
+                .to_vec();
+        }
+        Ok(policy)
+    }
+}
+
+fn load_model(dir: &Path, device: &Device) -> Result<(CausalLm, Tokenizer)> {
+    let tok = Tokenizer::load(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let lm = CausalLm::load(dir, device).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok((lm, tok))
+}
+
 /// Runs the pipeline of `profile` and writes `<out>/steering.{md,json,csv}` and figures.
 pub fn run(profile: &SteeringProfile, cfg: &RunConfig) -> Result<Report> {
     profile.check()?;
@@ -247,71 +431,112 @@ pub fn run(profile: &SteeringProfile, cfg: &RunConfig) -> Result<Report> {
 
 fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()> {
     let started = Instant::now();
-    let world = World::generate(&p.world).map_err(|e| format!("world: {e}"))?;
-    let train_env = qa_env(&world, &p.qa, p.qa.train_max_turns)?;
+    let data = QaData::load(p, p.pretrains())?;
+    let train_env = &data.train_env;
     let train_tasks = train_env.tasks(Split::Train).map_err(|e| e.to_string())?;
 
-    // 1. Demonstrations for both executors.
-    let mut demo_sets = Vec::new();
-    for (name, spec) in [("demos", &p.executor), ("demos-transfer", &p.transfer)] {
+    // 1. Demonstrations for the executors trained by SFT (the synthetic world's gold paths).
+    let mut demo_sets: Vec<Option<(PathBuf, Vec<SearchDemo>)>> = Vec::new();
+    for spec in p.executors() {
+        let (Some(_), Some(drift)) = (&spec.sft, &spec.drift) else {
+            demo_sets.push(None);
+            continue;
+        };
+        let name = match spec.name.as_str() {
+            "main" => "demos".to_string(),
+            other => format!("demos-{other}"),
+        };
         let key = serde_json::json!({"world": p.world, "qa": p.qa, "demos": spec.demos,
-            "drift": spec.drift});
-        let dir = st.run(name, key, |dir| {
+            "drift": drift});
+        let dir = st.run(&name, key, |dir| {
             let mut env = train_env.fork();
-            let demos = demonstrations(&mut env, &spread(&train_tasks, spec.demos), &spec.drift)?;
+            let demos = demonstrations(&mut env, &spread(&train_tasks, spec.demos), drift)?;
             write_jsonl(&dir.join("demos.jsonl"), &demos).map_err(|e| e.to_string())
         })?;
-        demo_sets.push((
-            dir.clone(),
-            read_jsonl::<SearchDemo>(&dir.join("demos.jsonl"))?,
-        ));
+        let demos = read_jsonl::<SearchDemo>(&dir.join("demos.jsonl"))?;
+        demo_sets.push(Some((dir, demos)));
     }
 
-    // 2. The backbone.
-    let sets: Vec<&[SearchDemo]> = demo_sets.iter().map(|(_, d)| d.as_slice()).collect();
-    let corpus = corpus_text(&world, &sets, &p.steer, p.seed);
-    // The key covers the corpus itself (a hash), so any change to what goes into it retrains.
-    let digest = {
+    // 2. The backbone (the steering agent's, and the executors' unless they have their own).
+    let sets: Vec<&[SearchDemo]> = demo_sets
+        .iter()
+        .flatten()
+        .map(|(_, d)| d.as_slice())
+        .collect();
+    let corpus = p
+        .pretrains()
+        .then(|| corpus_text(&data.documents, &sets, &p.steer, p.seed));
+    // Pre-training keys cover the corpus itself (a hash), so any change to it retrains.
+    let digest = corpus.as_ref().map(|c| {
         use sha2::{Digest, Sha256};
-        let h = Sha256::digest(corpus.as_bytes());
-        h.iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
+        hex(&Sha256::digest(c.as_bytes()))
+    });
+    let corpus_of = || {
+        corpus
+            .clone()
+            .ok_or_else(|| "no pre-training corpus".to_string())
     };
     let key = serde_json::json!({"backbone": p.backbone, "corpus_sha256": digest});
-    let (backbone_dir, backbone_key) = backbone_stage(st, &p.backbone, key, || Ok(corpus))?;
-    let tok =
-        Tokenizer::load(&backbone_dir).map_err(|e| format!("{}: {e}", backbone_dir.display()))?;
-    let mut lm = CausalLm::load(&backbone_dir, &cfg.device)
-        .map_err(|e| format!("{}: {e}", backbone_dir.display()))?;
+    let (backbone_dir, backbone_key) = backbone_stage(st, "backbone", &p.backbone, key, corpus_of)?;
+    let (mut lm, tok) = load_model(&backbone_dir, &cfg.device)?;
 
     // 3. The frozen executors.
-    let mut executor_dirs = Vec::new();
-    for ((adapter, spec), (demo_dir, demos)) in [
-        ("executor", &p.executor),
-        ("executor-transfer", &p.transfer),
-    ]
-    .into_iter()
-    .zip(&demo_sets)
-    {
-        let sft = sft_config(&spec.sft, adapter, spec.seed);
-        let key = serde_json::json!({"backbone": backbone_key, "demos": Stages::upstream(demo_dir),
-            "sft": sft, "max_len": p.max_len});
-        let dir = sft_stage(st, &mut lm, adapter, key, &sft, cfg.progress, || {
-            executor_examples(&tok, demos, p.max_len)
-        })?;
-        executor_dirs.push(Stages::upstream(&dir));
+    let mut executors = Vec::new();
+    for (spec, demos) in p.executors().zip(&demo_sets) {
+        let adapter = spec.adapter();
+        let own = match &spec.backbone {
+            None => None,
+            Some(b) => {
+                let key = serde_json::json!({"backbone": b, "corpus_sha256": digest});
+                let stage = format!("backbone-{adapter}");
+                Some(backbone_stage(st, &stage, b, key, corpus_of)?)
+            }
+        };
+        let model_key = own
+            .as_ref()
+            .map_or(backbone_key.clone(), |(_, k)| k.clone());
+        let (key, sft_dir) = match (&spec.sft, demos) {
+            (Some(s), Some((demo_dir, demos))) => {
+                let sft = sft_config(s, &adapter, spec.seed);
+                let key = serde_json::json!({"backbone": model_key, "demos": Stages::upstream(demo_dir),
+                    "sft": sft, "max_len": p.max_len});
+                let dir = match &own {
+                    None => sft_stage(st, &mut lm, &adapter, key, &sft, cfg.progress, || {
+                        executor_examples(&tok, demos, p.max_len)
+                    })?,
+                    Some((model_dir, _)) => {
+                        // Its own backbone: trained here, loaded again when it plays.
+                        let (mut own_lm, own_tok) = load_model(model_dir, &cfg.device)?;
+                        sft_stage(st, &mut own_lm, &adapter, key, &sft, cfg.progress, || {
+                            executor_examples(&own_tok, demos, p.max_len)
+                        })?
+                    }
+                };
+                (serde_json::json!(Stages::upstream(&dir)), Some(dir))
+            }
+            _ => (serde_json::json!({"backbone": model_key}), None),
+        };
+        let key = match spec.chat {
+            true => serde_json::json!({"executor": key, "chat": true}),
+            false => key,
+        };
+        executors.push(Executor {
+            name: spec.name.clone(),
+            backbone: own.map(|(dir, _)| dir),
+            adapter: sft_dir.map(|d| (adapter, d.join("adapter"))),
+            chat: spec.chat,
+            key,
+        });
     }
+    let main = executors[0].load(&cfg.device)?;
 
     // 4. The state bank: the executor alone on training questions.
-    let bank_key = serde_json::json!({"executor": executor_dirs[0], "tasks": p.bank_tasks,
-        "sampling": p.executor_sampling, "seed": p.seed, "qa": p.qa});
+    let bank_key = serde_json::json!({"executor": main.executor.key, "tasks": p.bank_tasks,
+        "sampling": p.executor_sampling, "seed": p.seed, "qa": p.qa, "data": data.key});
     let bank_dir = st.run("bank", bank_key, |dir| {
         let frozen = lm.valid();
-        let id = frozen.adapter_id("executor").map_err(|e| e.to_string())?;
-        let mut executor = p.executor_sampling.policy(&frozen, &tok, Some(id), p.seed);
-        let mut envs = forks(&train_env, p.train.parallel);
+        let mut executor = main.policy(&frozen, &tok, &p.executor_sampling, p.seed)?;
+        let mut envs = forks(train_env, p.train.parallel);
         let states = collect_states(
             &mut envs,
             &spread(&train_tasks, p.bank_tasks),
@@ -322,6 +547,12 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
         write_jsonl(&dir.join("bank.jsonl"), &states).map_err(|e| e.to_string())
     })?;
     let bank: Vec<BankState> = read_jsonl(&bank_dir.join("bank.jsonl"))?;
+    if bank.is_empty() {
+        return Err(format!(
+            "{}: the executor's rollouts left no states to steer",
+            bank_dir.display()
+        ));
+    }
 
     // 5. The format-only ("zero-shot") steering adapter.
     let zero = sft_config(&p.format_sft, "steer-zero", p.seed);
@@ -339,17 +570,16 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     train.max_len = p.max_len;
     train.seed = p.seed;
     let key = serde_json::json!({"zero": Stages::upstream(&zero_dir), "train": train,
-        "executor": executor_dirs[0], "sampling": p.executor_sampling});
+        "executor": main.executor.key, "sampling": p.executor_sampling});
     let rl_dir = st.run("steer-rl", key, |dir| {
-        let mut envs = forks(&train_env, train.parallel);
+        let mut envs = forks(train_env, train.parallel);
         let opts = RunOptions {
             progress: cfg.progress,
             stop_after: None,
         };
         // The executor is frozen: it plays from a copy of the model taken before training.
         let frozen = lm.valid();
-        let id = frozen.adapter_id("executor").map_err(|e| e.to_string())?;
-        let mut executor = p.executor_sampling.policy(&frozen, &tok, Some(id), p.seed);
+        let mut executor = main.policy(&frozen, &tok, &p.executor_sampling, p.seed)?;
         lm = train_steering(
             take(&mut lm),
             &tok,
@@ -379,59 +609,72 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
         Ok(ex)
     })?;
 
-    // 8. Evaluation.
-    let eval_env = qa_env(&world, &p.qa, p.qa.eval_max_turns)?;
-    let test = spread(
-        &eval_env.tasks(Split::Id).map_err(|e| e.to_string())?,
-        p.eval.tasks,
-    );
-    let mut jobs: Vec<(String, &str, Option<f64>)> = METHODS
-        .iter()
-        .map(|m| {
-            let tau = matches!(*m, "zero-shot" | "filtered-bc" | "rl").then_some(p.steer.tau);
-            (m.to_string(), "main", tau)
-        })
-        .collect();
-    for &t in &p.eval.taus {
-        if t != p.steer.tau {
-            jobs.push(("rl".into(), "main", Some(t)));
-        }
-    }
-    for m in ["none", "zero-shot", "rl"] {
-        let tau = (m != "none").then_some(p.steer.tau);
-        jobs.push((m.into(), "transfer", tau));
-    }
-    let mut evaluations = Vec::new();
+    // 8. Evaluation: every method with the training executor, the τ sweep, and transfer.
+    let test = data.test_tasks(p.eval.tasks)?;
     let upstream = |m: &str| match m {
         "none" => String::new(),
         "rl" => Stages::upstream(&rl_dir),
         "filtered-bc" => format!("bc-of-{}", Stages::upstream(&rl_dir)),
         _ => Stages::upstream(&zero_dir),
     };
-    for (method, executor, tau) in jobs {
-        let exec_dir = if executor == "main" {
-            &executor_dirs[0]
+    let mut evaluations = Vec::new();
+    let mut players = vec![Some(main)];
+    players.resize_with(executors.len(), || None);
+    for (x, (executor, player)) in executors.iter().zip(&mut players).enumerate() {
+        let jobs: Vec<(&str, Option<f64>)> = if x == 0 {
+            let mut jobs: Vec<(&str, Option<f64>)> = METHODS
+                .iter()
+                .map(|m| {
+                    let steered = matches!(*m, "zero-shot" | "filtered-bc" | "rl");
+                    (*m, steered.then_some(p.steer.tau))
+                })
+                .collect();
+            jobs.extend(
+                p.eval
+                    .taus
+                    .iter()
+                    .filter(|t| **t != p.steer.tau)
+                    .map(|t| ("rl", Some(*t))),
+            );
+            jobs
         } else {
-            &executor_dirs[1]
+            vec![
+                ("none", None),
+                ("zero-shot", Some(p.steer.tau)),
+                ("rl", Some(p.steer.tau)),
+            ]
         };
-        let key = serde_json::json!({"method": method, "executor": exec_dir, "tau": tau,
-            "steer": upstream(&method), "eval": p.eval.tasks, "seeds": p.eval.seeds,
-            "steer_config": p.steer, "sampling": p.executor_sampling, "qa": p.qa});
-        let tau_tag = tau.map(|t| format!("-tau{t}")).unwrap_or_default();
-        let name = format!("eval-{method}-{executor}{tau_tag}");
-        let dir = st.run(&name, key, |dir| {
-            let (results, slow_path_runs) =
-                evaluate(&lm, &tok, &eval_env, &test, p, &method, executor, tau)?;
-            let e = Evaluation {
-                method: method.clone(),
-                executor: executor.into(),
-                tau,
-                results,
-                slow_path_runs,
-            };
-            write_json(&dir.join("evaluation.json"), &e)
-        })?;
-        evaluations.push(read_json(&dir.join("evaluation.json"))?);
+        for (method, tau) in jobs {
+            let mut key = serde_json::json!({"method": method, "executor": executor.key,
+                "tau": tau, "steer": upstream(method), "eval": p.eval.tasks,
+                "seeds": p.eval.seeds, "steer_config": p.steer, "sampling": p.executor_sampling,
+                "qa": p.qa});
+            if data.world.is_none() {
+                // The world is in the executor's key through its demonstrations; files are not.
+                key["data"] = data.key.clone();
+            }
+            let tau_tag = tau.map(|t| format!("-tau{t}")).unwrap_or_default();
+            let name = format!("eval-{method}-{}{tau_tag}", executor.name);
+            let dir = st.run(&name, key, |dir| {
+                if player.is_none() {
+                    *player = Some(executor.load(&cfg.device)?);
+                }
+                let player = player.as_ref().expect("loaded above");
+                let (results, slow_path_runs) =
+                    evaluate(&lm, &tok, &data, &test, p, method, player, tau)?;
+                let e = Evaluation {
+                    method: method.into(),
+                    executor: executor.name.clone(),
+                    tau,
+                    results,
+                    slow_path_runs,
+                };
+                write_json(&dir.join("evaluation.json"), &e)
+            })?;
+            evaluations.push(read_json(&dir.join("evaluation.json"))?);
+        }
+        // Done with this executor: free its model before the next one loads.
+        *player = None;
     }
     let run = SteeringRun {
         evaluations,
@@ -442,25 +685,20 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     crate::steering_report::write_all(&cfg.out, p, &run, &st.records)
 }
 
-/// Plays `tasks` once per evaluation seed with `method` steering the executor.
+/// Plays `tasks` once per evaluation seed with `method` steering `executor`.
 #[allow(clippy::too_many_arguments)]
 fn evaluate(
     lm: &CausalLm,
     tok: &Tokenizer,
-    env: &QaEnv,
+    data: &QaData,
     tasks: &[Task],
     p: &SteeringProfile,
     method: &str,
-    executor: &str,
+    executor: &Player<'_>,
     tau: Option<f64>,
 ) -> Result<(Vec<QaResult>, usize)> {
     let lm = lm.valid();
-    let exec_name = if executor == "main" {
-        "executor"
-    } else {
-        "executor-transfer"
-    };
-    let exec = lm.adapter_id(exec_name).map_err(|e| e.to_string())?;
+    let env = &data.eval_env;
     let steer_adapter = match method {
         "none" => None,
         "rl" => Some("steer-rl"),
@@ -479,7 +717,7 @@ fn evaluate(
     for &seed in &p.eval.seeds {
         for (c, chunk) in tasks.chunks(p.eval.parallel).enumerate() {
             let s = seed.wrapping_mul(1_000_003).wrapping_add(c as u64);
-            let mut policy = p.executor_sampling.policy(&lm, tok, Some(exec), s);
+            let mut policy = executor.policy(&lm, tok, &p.executor_sampling, s)?;
             let envs = &mut envs[..chunk.len()];
             let episodes = match steer_adapter {
                 None => rollout_search(envs, chunk, &mut policy, None, method)?,
@@ -510,6 +748,7 @@ fn evaluate(
                     task: task.clone(),
                     seed,
                     hops: q.hops,
+                    test_set: data.test_set(task),
                     f1,
                     em,
                     answered: ep.answered,

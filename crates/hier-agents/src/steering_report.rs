@@ -1,8 +1,8 @@
 //! Outputs of `reproduce steering`: `steering.json` (everything, per-episode results
 //! included), `steering.md` (the tables, the paper's numbers beside ours, labelled),
 //! `steering.csv` (one row per evaluation) and figures: F1 overall and by hop count, cost
-//! (interventions and executor turns per task), the τ sweep, and transfer to a second
-//! executor.
+//! (interventions and executor turns per task), the τ sweep, and transfer to other
+//! executors.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,8 +11,11 @@ use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::figures::{Drawn, PALETTE, Series, ensure_font, grouped_bars};
+use crate::stages::BackboneSpec;
 use crate::stages::{Result, StageRecord, write_json};
-use crate::steering::{Evaluation, METHODS, SteeringProfile, SteeringRun, method_label};
+use crate::steering::{
+    Evaluation, ExecutorSpec, METHODS, SteeringProfile, SteeringRun, method_label,
+};
 
 /// The paper's gains in F1 over no steering (METHODS.md B; Qwen2.5-7B-Instruct executor,
 /// Qwen3-8B steering agent, ASearcher's seven QA benchmarks).
@@ -40,8 +43,10 @@ pub struct Row {
     pub f1: f64,
     pub f1_ci95: Option<f64>,
     pub em: f64,
-    /// F1 % by hop count (1–4).
+    /// F1 % by hop count (1–4; synthetic questions) and by test set (`[files]`).
     pub f1_by_hops: BTreeMap<usize, f64>,
+    #[serde(default)]
+    pub f1_by_set: BTreeMap<String, f64>,
     pub answered: f64,
     pub interventions_per_task: f64,
     /// Interventions per executor turn.
@@ -74,9 +79,13 @@ pub fn row(e: &Evaluation) -> Row {
         1.96 * (var / m.len() as f64).sqrt()
     });
     let mut by_hops: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let mut by_set: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for x in r {
         if let Some(h) = x.hops {
             by_hops.entry(h).or_default().push(100.0 * x.f1);
+        }
+        if let Some(s) = &x.test_set {
+            by_set.entry(s.clone()).or_default().push(100.0 * x.f1);
         }
     }
     let turns: usize = r.iter().map(|x| x.turns).sum();
@@ -93,6 +102,10 @@ pub fn row(e: &Evaluation) -> Row {
         f1_by_hops: by_hops
             .into_iter()
             .map(|(h, v)| (h, mean(v.into_iter())))
+            .collect(),
+        f1_by_set: by_set
+            .into_iter()
+            .map(|(s, v)| (s, mean(v.into_iter())))
             .collect(),
         answered: mean(r.iter().map(|x| if x.answered { 100.0 } else { 0.0 })),
         interventions_per_task: interventions as f64 / n,
@@ -131,6 +144,48 @@ fn fmt(x: Option<f64>, digits: usize) -> String {
     }
 }
 
+/// F1 % by hop count (the synthetic world) or by test set (`[files]`), labelled.
+fn breakdown(p: &SteeringProfile, r: &Row) -> Vec<(String, Option<f64>)> {
+    match &p.files {
+        Some(f) => f
+            .test
+            .keys()
+            .map(|k| (k.clone(), r.f1_by_set.get(k).copied()))
+            .collect(),
+        None => (1..=4)
+            .map(|h| {
+                let label = if h == 1 {
+                    "1 hop".into()
+                } else {
+                    format!("{h} hops")
+                };
+                (label, r.f1_by_hops.get(&h).copied())
+            })
+            .collect(),
+    }
+}
+
+/// What an executor is, in words.
+fn describe_executor(x: &ExecutorSpec) -> String {
+    let backbone = match &x.backbone {
+        None => "the shared backbone".to_string(),
+        Some(BackboneSpec::Hf { path }) => format!("its own HF checkpoint `{}`", path.display()),
+        Some(BackboneSpec::Pretrain { model, .. }) => format!(
+            "its own tiny backbone pre-trained from scratch (hidden {}, {} layers)",
+            model.hidden_size, model.num_hidden_layers
+        ),
+    };
+    let adapter = match (&x.sft, &x.drift) {
+        (Some(_), Some(d)) => format!(
+            "with an SFT adapter on {} demonstrations with drift (over-search {}, early answer \
+             {}, looping {}, seed {})",
+            x.demos, d.over_search, d.early_answer, d.looping, d.seed
+        ),
+        _ => "with no adapter".to_string(),
+    };
+    format!("`{}`: {backbone}, {adapter}", x.name)
+}
+
 fn main_rows<'a>(rows: &'a [Row], p: &SteeringProfile) -> Vec<&'a Row> {
     METHODS
         .iter()
@@ -157,16 +212,31 @@ fn markdown(
     rows: &[Row],
     stages: &[StageRecord],
 ) -> String {
+    let data = match (&p.world, &p.files) {
+        (Some(w), _) => format!(
+            "Synthetic multi-hop world (seed {}), {} test questions",
+            w.seed, p.eval.tasks
+        ),
+        (_, Some(f)) => format!(
+            "Questions from files ({} per test set: {}), passages from {}",
+            p.eval.tasks,
+            f.test.keys().cloned().collect::<Vec<_>>().join(", "),
+            match (&f.retriever_url, &f.corpus) {
+                (Some(u), _) => format!("the retrieval server at {u}"),
+                (None, Some(c)) => format!("a BM25 index over `{}`", c.display()),
+                (None, None) => "?".into(),
+            }
+        ),
+        (None, None) => "?".into(),
+    };
     let mut md = format!(
         "# Steering (METHODS.md B) — profile `{}`\n\n\
-         Synthetic multi-hop world (seed {}), {} test questions × {} evaluation seed(s); the \
-         frozen executor is the backbone with an SFT adapter trained on search demonstrations \
-         with drift; the steering agent is its own adapter on the same backbone. F1/EM as \
-         ASearcher scores them, in percent. Wall time of this invocation: {:.0} s.\n\n",
+         {data} × {} evaluation seed(s). The frozen training executor is {}; the steering \
+         agent is its own adapter on the profile's backbone. F1/EM as ASearcher scores them, \
+         in percent. Wall time of this invocation: {:.0} s.\n\n",
         p.name,
-        p.world.seed,
-        p.eval.tasks,
         p.eval.seeds.len(),
+        describe_executor(&p.executor),
         run.wall_seconds
     );
     md.push_str(&format!(
@@ -194,22 +264,26 @@ fn markdown(
             r.slow_path_runs_per_task,
         ));
     }
-    md.push_str("\n## F1 by hop count\n\n| Method | 1 hop | 2 hops | 3 hops | 4 hops |\n|---|---|---|---|---|\n");
-    for r in main_rows(rows, p) {
-        let cell = |h: usize| {
-            r.f1_by_hops
-                .get(&h)
-                .map(|v| format!("{v:.1}"))
-                .unwrap_or_else(|| "–".into())
-        };
+    let mains = main_rows(rows, p);
+    if let Some(first) = mains.first() {
+        let heads: Vec<String> = breakdown(p, first).into_iter().map(|(h, _)| h).collect();
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} |\n",
-            r.label,
-            cell(1),
-            cell(2),
-            cell(3),
-            cell(4)
+            "\n## F1 by {}\n\n| Method | {} |\n|---|{}\n",
+            if p.files.is_some() {
+                "test set"
+            } else {
+                "hop count"
+            },
+            heads.join(" | "),
+            "---|".repeat(heads.len())
         ));
+        for r in &mains {
+            let cells: Vec<String> = breakdown(p, r)
+                .into_iter()
+                .map(|(_, v)| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "–".into()))
+                .collect();
+            md.push_str(&format!("| {} | {} |\n", r.label, cells.join(" | ")));
+        }
     }
     md.push_str(
         "\n## τ sweep of the trained agent (no retraining)\n\n\
@@ -229,22 +303,32 @@ fn markdown(
             fmt(r.gain_per_intervention, 2)
         ));
     }
-    md.push_str(
-        "\n## Transfer to a second executor (no retraining)\n\n\
-         The second executor is another SFT adapter on the same backbone, trained on \
-         demonstrations with a different drift mix and seed. Paper (other model families): \
-         Llama-3.1-8B-Instruct +15.78, Mistral-7B-Instruct-v0.3 +12.01, Phi-4 +5.92.\n\n\
-         | Method | F1 | Δ F1 vs none | interventions/task | executor turns/task |\n|---|---|---|---|---|\n",
-    );
-    for r in rows.iter().filter(|r| r.executor == "transfer") {
-        md.push_str(&format!(
-            "| {} | {:.1} | {} | {:.2} | {:.2} |\n",
-            r.label,
-            r.f1,
-            fmt(r.gain, 1),
-            r.interventions_per_task,
-            r.turns_per_task
-        ));
+    if !p.transfer.is_empty() {
+        md.push_str(
+            "\n## Transfer to other executors (no retraining)\n\n\
+             Paper (other model families): Llama-3.1-8B-Instruct +15.78, \
+             Mistral-7B-Instruct-v0.3 +12.01, Phi-4 +5.92. The executors here:\n\n",
+        );
+        for x in &p.transfer {
+            md.push_str(&format!("- {}\n", describe_executor(x)));
+        }
+        md.push_str(
+            "\n| Executor | Method | F1 | Δ F1 vs none | interventions/task | executor turns/task |\n\
+             |---|---|---|---|---|---|\n",
+        );
+        for x in &p.transfer {
+            for r in rows.iter().filter(|r| r.executor == x.name) {
+                md.push_str(&format!(
+                    "| {} | {} | {:.1} | {} | {:.2} | {:.2} |\n",
+                    x.name,
+                    r.label,
+                    r.f1,
+                    fmt(r.gain, 1),
+                    r.interventions_per_task,
+                    r.turns_per_task
+                ));
+            }
+        }
     }
     if !run.curve.is_empty() {
         md.push_str(&format!(
@@ -356,25 +440,32 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
     }
     let e = |e: Box<dyn std::error::Error>| format!("drawing figures: {e}");
     let main = main_rows(rows, p);
-    // F1 overall and by hops.
-    let groups: Vec<String> = ["all", "1 hop", "2 hops", "3 hops", "4 hops"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    // F1 overall and by hops (or by test set).
+    let mut groups = vec!["all".to_string()];
+    if let Some(r) = main.first() {
+        groups.extend(breakdown(p, r).into_iter().map(|(g, _)| g));
+    }
     let series: Vec<Series> = main
         .iter()
         .map(|r| {
             let mut v = vec![(r.f1, r.f1_ci95)];
-            for h in 1..=4 {
-                v.push((r.f1_by_hops.get(&h).copied().unwrap_or(f64::NAN), None));
-            }
+            v.extend(
+                breakdown(p, r)
+                    .into_iter()
+                    .map(|(_, x)| (x.unwrap_or(f64::NAN), None)),
+            );
             (r.label.clone(), v)
         })
         .collect();
     grouped_bars(
         &dir.join("f1.png"),
         &format!(
-            "F1 by method, overall and by hop count (profile {})",
+            "F1 by method, overall and by {} (profile {})",
+            if p.files.is_some() {
+                "test set"
+            } else {
+                "hop count"
+            },
             p.name
         ),
         "F1 %",
@@ -410,8 +501,13 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
         &series,
     )
     .map_err(e)?;
+    if p.transfer.is_empty() {
+        return tau_sweep(&dir.join("tau_sweep.png"), &sweep_rows(rows)).map_err(e);
+    }
     // Transfer.
-    let executors = ["main", "transfer"];
+    let executors: Vec<&str> = std::iter::once("main")
+        .chain(p.transfer.iter().map(|x| x.name.as_str()))
+        .collect();
     let series: Vec<Series> = ["none", "zero-shot", "rl"]
         .iter()
         .map(|m| {
@@ -433,13 +529,12 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
         .collect();
     grouped_bars(
         &dir.join("transfer.png"),
-        "Transfer without retraining: F1 on the training and a second executor",
+        "Transfer without retraining: F1 on the training executor and others",
         "F1 %",
         100.0,
-        &[
-            "training executor".to_string(),
-            "second executor".to_string(),
-        ],
+        &std::iter::once("training executor".to_string())
+            .chain(p.transfer.iter().map(|x| x.name.clone()))
+            .collect::<Vec<_>>(),
         &series,
     )
     .map_err(e)?;

@@ -381,7 +381,9 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
     let upstream: Vec<String> = data_dirs.values().map(|d| Stages::upstream(d)).collect();
     let key = serde_json::json!({"backbone": profile.backbone, "data": upstream});
     let (backbone_dir, backbone_key) =
-        backbone_stage(st, &profile.backbone, key, || Ok(corpus_text(&data)))?;
+        backbone_stage(st, "backbone", &profile.backbone, key, || {
+            Ok(corpus_text(&data))
+        })?;
     let tok =
         Tokenizer::load(&backbone_dir).map_err(|e| format!("{}: {e}", backbone_dir.display()))?;
     let mut lm = CausalLm::load(&backbone_dir, &cfg.device)
