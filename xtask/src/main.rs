@@ -138,6 +138,19 @@ fn reproduce_steering(
         p.backbone = BackboneSpec::Hf { path: m };
     }
     check_backbone(&p.backbone, &p.name)?;
+    for x in p.executors() {
+        if let Some(BackboneSpec::Hf { path }) = &x.backbone
+            && !path.join("config.json").exists()
+        {
+            bail!(
+                "profile `{}`: executor `{}` needs an HF checkpoint directory; {} has no \
+                     config.json (edit the executor's `backbone.path` in the profile)",
+                p.name,
+                x.name,
+                path.display()
+            );
+        }
+    }
     run_reproduce("steering", &p.name, device, out, |cfg| run(&p, cfg))
 }
 

@@ -57,7 +57,7 @@ pub struct QaSpec {
 #[serde(deny_unknown_fields)]
 pub struct ExecutorSpec {
     /// Its name in tables and stage names: `main` for the training executor; transfer
-    /// executors need their own (letters, digits, `-`, `_`).
+    /// executors need their own (letters, digits, `-`, `_`, `.`).
     #[serde(default = "main_executor")]
     pub name: String,
     /// Its own backbone; absent: the profile's `backbone`, shared with the steering agent.
@@ -98,10 +98,10 @@ impl ExecutorSpec {
             && self
                 .name
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
         if !ok_name {
             return Err(format!(
-                "{what}.name = `{}`: use letters, digits, `-` and `_`",
+                "{what}.name = `{}`: use letters, digits, `-`, `_` and `.`",
                 self.name
             ));
         }
@@ -219,8 +219,8 @@ impl SteeringProfile {
         }
         self.executor.check("executor", synthetic)?;
         let mut names = std::collections::BTreeSet::from(["main"]);
-        for t in &self.transfer {
-            t.check(&format!("transfer `{}`", t.name), synthetic)?;
+        for (i, t) in self.transfer.iter().enumerate() {
+            t.check(&format!("transfer[{i}]"), synthetic)?;
             if !names.insert(&t.name) {
                 return Err(format!("two executors are named `{}`", t.name));
             }
@@ -776,7 +776,7 @@ mod tests {
     #[test]
     fn every_profile_parses_and_bad_input_names_the_file() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        for name in ["smoke", "small", "paper"] {
+        for name in ["smoke", "small", "paper", "paper-synthetic"] {
             let p = SteeringProfile::from_file(&profile_path(&root, name)).unwrap();
             assert_eq!(p.name, name);
         }
