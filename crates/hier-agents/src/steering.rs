@@ -417,6 +417,18 @@ impl Player<'_> {
     }
 }
 
+/// The executor's player in `slot`, loaded first if it is not yet.
+fn ready<'s, 'e>(
+    slot: &'s mut Option<Player<'e>>,
+    executor: &'e Executor,
+    device: &Device,
+) -> Result<&'s Player<'e>> {
+    if slot.is_none() {
+        *slot = Some(executor.load(device)?);
+    }
+    Ok(slot.as_ref().expect("loaded above"))
+}
+
 fn load_model(dir: &Path, device: &Device) -> Result<(CausalLm, Tokenizer)> {
     let tok = Tokenizer::load(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let lm = CausalLm::load(dir, device).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -528,13 +540,15 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
             key,
         });
     }
-    let main = executors[0].load(&cfg.device)?;
+    // Loaded when a stage that plays them runs.
+    let mut players: Vec<Option<Player<'_>>> = executors.iter().map(|_| None).collect();
 
     // 4. The state bank: the executor alone on training questions.
-    let bank_key = serde_json::json!({"executor": main.executor.key, "tasks": p.bank_tasks,
+    let bank_key = serde_json::json!({"executor": executors[0].key, "tasks": p.bank_tasks,
         "sampling": p.executor_sampling, "seed": p.seed, "qa": p.qa, "data": data.key});
     let bank_dir = st.run("bank", bank_key, |dir| {
         let frozen = lm.valid();
+        let main = ready(&mut players[0], &executors[0], &cfg.device)?;
         let mut executor = main.policy(&frozen, &tok, &p.executor_sampling, p.seed)?;
         let mut envs = forks(train_env, p.train.parallel);
         let states = collect_states(
@@ -570,7 +584,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     train.max_len = p.max_len;
     train.seed = p.seed;
     let key = serde_json::json!({"zero": Stages::upstream(&zero_dir), "train": train,
-        "executor": main.executor.key, "sampling": p.executor_sampling});
+        "executor": executors[0].key, "sampling": p.executor_sampling});
     let rl_dir = st.run("steer-rl", key, |dir| {
         let mut envs = forks(train_env, train.parallel);
         let opts = RunOptions {
@@ -579,6 +593,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
         };
         // The executor is frozen: it plays from a copy of the model taken before training.
         let frozen = lm.valid();
+        let main = ready(&mut players[0], &executors[0], &cfg.device)?;
         let mut executor = main.policy(&frozen, &tok, &p.executor_sampling, p.seed)?;
         lm = train_steering(
             take(&mut lm),
@@ -618,8 +633,6 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
         _ => Stages::upstream(&zero_dir),
     };
     let mut evaluations = Vec::new();
-    let mut players = vec![Some(main)];
-    players.resize_with(executors.len(), || None);
     for (x, (executor, player)) in executors.iter().zip(&mut players).enumerate() {
         let jobs: Vec<(&str, Option<f64>)> = if x == 0 {
             let mut jobs: Vec<(&str, Option<f64>)> = METHODS
@@ -656,10 +669,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
             let tau_tag = tau.map(|t| format!("-tau{t}")).unwrap_or_default();
             let name = format!("eval-{method}-{}{tau_tag}", executor.name);
             let dir = st.run(&name, key, |dir| {
-                if player.is_none() {
-                    *player = Some(executor.load(&cfg.device)?);
-                }
-                let player = player.as_ref().expect("loaded above");
+                let player = ready(player, executor, &cfg.device)?;
                 let (results, slow_path_runs) =
                     evaluate(&lm, &tok, &data, &test, p, method, player, tau)?;
                 let e = Evaluation {
