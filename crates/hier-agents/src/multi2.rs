@@ -387,6 +387,25 @@ mod tests {
             assert!(r.generated_tokens >= 1 && r.generated_tokens <= 12);
             assert!(!r.text.contains('\n'), "{:?}", r.text);
         }
+        // A chat role answers exactly as a raw role given the chat-rendered prompt.
+        let mut chat = BackbonePolicy::new(&lm, &tokenizer, None, again.sampling.clone());
+        chat.chat = true;
+        let rendered: Vec<String> = prompts
+            .iter()
+            .map(|p| {
+                let user = [hier_backbone::Message::new("user", p)];
+                tokenizer.apply_chat_template(&user, true).unwrap()
+            })
+            .collect();
+        assert!(rendered[1].starts_with("<s>user: look"), "{}", rendered[1]);
+        let mut raw = BackbonePolicy::new(&lm, &tokenizer, None, again.sampling.clone());
+        let (c, r) = (chat.reply(&prompts).unwrap(), raw.reply(&rendered).unwrap());
+        assert_eq!(c, r);
+        assert_eq!(
+            c[1].prompt_tokens,
+            tokenizer.encode(&rendered[1], false).unwrap().len()
+        );
+        assert!(c[1].prompt_tokens > a[1].prompt_tokens);
     }
 
     #[test]
