@@ -237,19 +237,8 @@ pub fn train_offline_from(
     let mut optim = Sys2Optimizers::adamw(cfg.weight_decay);
     let ckpt = out.join("checkpoint");
     let state_path = ckpt.join("state.json");
-    let ckpt_err = |path: &Path, e: String| RlError::Checkpoint {
-        path: path.to_owned(),
-        msg: e,
-    };
-    let (id, mut heads, start) = if state_path.exists() {
-        let state: State = serde_json::from_str(&std::fs::read_to_string(&state_path)?)
-            .map_err(|e| ckpt_err(&state_path, e.to_string()))?;
-        if &state.config != cfg {
-            return Err(ckpt_err(
-                &state_path,
-                "checkpoint was written by a different config".into(),
-            ));
-        }
+    let resumed = crate::runlog::resume_state(&state_path, cfg, |s: &State| &s.config)?;
+    let (id, mut heads, start) = if let Some(state) = resumed {
         let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
         let heads = Heads::load(&ckpt.join("heads.safetensors"), hidden, &device)?;
         optim = optim.load(&ckpt)?;

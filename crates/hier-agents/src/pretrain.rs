@@ -65,6 +65,15 @@ pub enum PretrainError {
 
 type Result<T> = std::result::Result<T, PretrainError>;
 
+impl From<crate::runlog::CheckpointError> for PretrainError {
+    fn from(e: crate::runlog::CheckpointError) -> Self {
+        PretrainError::Checkpoint {
+            path: e.path,
+            msg: e.msg,
+        }
+    }
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PretrainError + '_ {
     move |source| PretrainError::Io {
         path: path.to_path_buf(),
@@ -341,19 +350,8 @@ pub fn pretrain(
         .with_epsilon(1e-8)
         .with_weight_decay(t.weight_decay)
         .init();
-    let (mut lm, start) = if state_path.exists() {
-        let text = std::fs::read_to_string(&state_path).map_err(io(&state_path))?;
-        let state: CheckpointState =
-            serde_json::from_str(&text).map_err(|e| PretrainError::Checkpoint {
-                path: state_path.clone(),
-                msg: e.to_string(),
-            })?;
-        if &state.config != cfg {
-            return Err(PretrainError::Checkpoint {
-                path: state_path,
-                msg: "checkpoint was written by a different config".into(),
-            });
-        }
+    let resumed = crate::runlog::resume_state(&state_path, cfg, |s: &CheckpointState| &s.config)?;
+    let (mut lm, start) = if let Some(state) = resumed {
         let lm = CausalLm::load(&ckpt, device)?;
         let opt_path = ckpt.join("optimizer.bpk");
         optim = optim

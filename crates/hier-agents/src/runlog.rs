@@ -1,7 +1,7 @@
 //! Bookkeeping every trainer shares: the learning-rate schedule, progress bars, metric lines (JSONL) that a
 //! resumed run trims back to its checkpoint, and checkpoint directories swapped in whole.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use hier_backbone::write_atomic;
 
@@ -53,6 +53,40 @@ pub fn keep_metrics_up_to(path: &Path, step: usize) -> std::io::Result<()> {
     write_atomic(path, kept.as_bytes()).map_err(std::io::Error::other)
 }
 
+/// A checkpoint a run cannot resume from, and the file at fault.
+#[derive(Debug)]
+pub struct CheckpointError {
+    pub path: PathBuf,
+    pub msg: String,
+}
+
+/// The state a trainer resumes from: `state_path` parsed when it exists (`None`: a fresh run),
+/// refused when it was written under another config (`config_of(state) != config`), since
+/// resuming under changed settings would silently splice two different runs together.
+pub fn resume_state<S, C>(
+    state_path: &Path,
+    config: &C,
+    config_of: impl FnOnce(&S) -> &C,
+) -> Result<Option<S>, CheckpointError>
+where
+    S: serde::de::DeserializeOwned,
+    C: PartialEq,
+{
+    if !state_path.exists() {
+        return Ok(None);
+    }
+    let err = |msg: String| CheckpointError {
+        path: state_path.to_owned(),
+        msg,
+    };
+    let text = std::fs::read_to_string(state_path).map_err(|e| err(e.to_string()))?;
+    let state: S = serde_json::from_str(&text).map_err(|e| err(e.to_string()))?;
+    if config_of(&state) != config {
+        return Err(err("checkpoint was written by a different config".into()));
+    }
+    Ok(Some(state))
+}
+
 /// Fills a fresh `<ckpt>.tmp` with `fill`, then swaps it in for `ckpt`, so a crash at any
 /// point leaves either the old or the new checkpoint whole.
 pub fn swap_in_dir<E>(ckpt: &Path, fill: impl FnOnce(&Path) -> Result<(), E>) -> Result<(), E>
@@ -87,4 +121,31 @@ pub fn progress_bar(show: bool, len: usize, what: &str) -> indicatif::ProgressBa
         .expect("template"),
     );
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct State {
+        config: u32,
+        step: usize,
+    }
+
+    #[test]
+    fn a_run_resumes_only_from_a_state_of_its_own_config() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("state.json");
+        let read = |c: u32| resume_state(&path, &c, |s: &State| &s.config);
+        assert!(read(1).unwrap().is_none(), "no state: a fresh run");
+        std::fs::write(&path, r#"{"config": 1, "step": 7}"#).unwrap();
+        assert_eq!(read(1).unwrap().unwrap().step, 7);
+        let e = read(2).unwrap_err();
+        assert_eq!(e.path, path);
+        assert!(e.msg.contains("different config"), "{}", e.msg);
+        std::fs::write(&path, r#"{"config": 1"#).unwrap();
+        let e = read(1).unwrap_err();
+        assert!(e.path == path && e.msg.contains("EOF"), "{}", e.msg);
+    }
 }

@@ -34,6 +34,15 @@ pub enum SftError {
 
 type Result<T> = std::result::Result<T, SftError>;
 
+impl From<crate::runlog::CheckpointError> for SftError {
+    fn from(e: crate::runlog::CheckpointError) -> Self {
+        SftError::Checkpoint {
+            path: e.path,
+            msg: e.msg,
+        }
+    }
+}
+
 /// A fine-tuning run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -229,32 +238,22 @@ pub fn train_adapter(
     let ckpt = out.join("checkpoint");
     let state_path = ckpt.join("state.json");
     let mut optim = crate::optim::adamw(cfg.weight_decay);
-    let (id, start) =
-        if state_path.exists() {
-            let state: State = serde_json::from_str(&std::fs::read_to_string(&state_path)?)
-                .map_err(|e| SftError::Checkpoint {
-                    path: state_path.clone(),
-                    msg: e.to_string(),
-                })?;
-            if &state.config != cfg {
-                return Err(SftError::Checkpoint {
-                    path: state_path,
-                    msg: "checkpoint was written by a different config".into(),
-                });
-            }
-            let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
-            let opt_path = ckpt.join("optimizer.bpk");
-            optim = optim.load(&opt_path).map_err(|e| SftError::Checkpoint {
-                path: opt_path.clone(),
-                msg: format!("{e:?}"),
-            })?;
-            (id, state.step)
-        } else {
-            (
-                add_seeded_adapter(&mut lm, &cfg.adapter, cfg.lora()?, cfg.seed)?,
-                0,
-            )
-        };
+    let (id, start) = if let Some(state) =
+        crate::runlog::resume_state(&state_path, cfg, |s: &State| &s.config)?
+    {
+        let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
+        let opt_path = ckpt.join("optimizer.bpk");
+        optim = optim.load(&opt_path).map_err(|e| SftError::Checkpoint {
+            path: opt_path.clone(),
+            msg: format!("{e:?}"),
+        })?;
+        (id, state.step)
+    } else {
+        (
+            add_seeded_adapter(&mut lm, &cfg.adapter, cfg.lora()?, cfg.seed)?,
+            0,
+        )
+    };
 
     let metrics = out.join("metrics.jsonl");
     keep_metrics_up_to(&metrics, start)?;

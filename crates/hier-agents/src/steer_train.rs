@@ -374,15 +374,8 @@ pub fn train_steering(
         )?;
         Ok(z.iter().map(|&z| sigmoid(z)).collect())
     };
-    let (id, start, start_priorities) = if state_path.exists() {
-        let state: State = serde_json::from_str(&std::fs::read_to_string(&state_path)?)
-            .map_err(|e| ckpt_err(&state_path, e.to_string()))?;
-        if state.config != *cfg {
-            return Err(ckpt_err(
-                &state_path,
-                "checkpoint was written by a different config".into(),
-            ));
-        }
+    let resumed = crate::runlog::resume_state(&state_path, cfg, |s: &State| &s.config)?;
+    let (id, start, start_priorities) = if let Some(state) = resumed {
         let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
         let p = ckpt.join("optimizer.bpk");
         optim = optim.load(&p).map_err(|e| ckpt_err(&p, format!("{e:?}")))?;

@@ -48,6 +48,15 @@ pub enum RlError {
 
 pub type Result<T> = std::result::Result<T, RlError>;
 
+impl From<crate::runlog::CheckpointError> for RlError {
+    fn from(e: crate::runlog::CheckpointError) -> Self {
+        RlError::Checkpoint {
+            path: e.path,
+            msg: e.msg,
+        }
+    }
+}
+
 /// Where `V(o)` is read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
