@@ -28,7 +28,9 @@ enum Cmd {
         /// `table1` (Multi²) or `steering`.
         what: String,
         /// Profile: `smoke` (CI-sized), `small` (default; a real small-scale comparison on
-        /// CPU), `paper` (GPU, HF checkpoints) — `configs/<what>/<name>.toml` — or a TOML path.
+        /// CPU), `paper` (GPU, HF checkpoints; for steering the paper's wiki-18 setting, and
+        /// `paper-synthetic` the synthetic world at that scale) — `configs/<what>/<name>.toml` —
+        /// or a TOML path.
         #[arg(long, default_value = "small")]
         profile: String,
         /// cpu | cuda[:N] | wgpu[:N]
