@@ -43,7 +43,14 @@ fn the_smoke_profile_runs_every_stage_writes_its_outputs_and_resumes() {
     for t in &p.eval.taus {
         assert!(has("rl", "main", Some(*t)), "τ = {t}");
     }
-    assert!(has("none", "transfer", None) && has("rl", "transfer", Some(p.steer.tau)));
+    for x in ["transfer", "smaller"] {
+        assert!(has("none", x, None) && has("rl", x, Some(p.steer.tau)), "{x}");
+    }
+    // The smaller executor has its own pre-trained backbone and its own SFT on it.
+    let stages: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
+    for s in ["backbone-executor-smaller", "demos-smaller", "executor-smaller"] {
+        assert!(stages.contains(&s), "{s}: {stages:?}");
+    }
     let md = std::fs::read_to_string(a.join("steering.md")).unwrap();
     assert!(md.contains("+6.66") && md.contains("τ sweep") && md.contains("Transfer"));
     assert_eq!(
