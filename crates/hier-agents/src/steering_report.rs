@@ -183,7 +183,12 @@ fn describe_executor(x: &ExecutorSpec) -> String {
         ),
         _ => "with no adapter".to_string(),
     };
-    format!("`{}`: {backbone}, {adapter}", x.name)
+    let chat = if x.chat {
+        ", prompted through its chat template"
+    } else {
+        ""
+    };
+    format!("`{}`: {backbone}, {adapter}{chat}", x.name)
 }
 
 fn main_rows<'a>(rows: &'a [Row], p: &SteeringProfile) -> Vec<&'a Row> {
