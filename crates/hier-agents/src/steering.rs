@@ -544,8 +544,11 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     let mut players: Vec<Option<Player<'_>>> = executors.iter().map(|_| None).collect();
 
     // 4. The state bank: the executor alone on training questions.
+    // Episodes played together share the executor's sampling calls, so `parallel` is part of
+    // what the bank is (as it is of the evaluations below).
     let bank_key = serde_json::json!({"executor": executors[0].key, "tasks": p.bank_tasks,
-        "sampling": p.executor_sampling, "seed": p.seed, "qa": p.qa, "data": data.key});
+        "sampling": p.executor_sampling, "seed": p.seed, "qa": p.qa, "data": data.key,
+        "parallel": p.train.parallel});
     let bank_dir = st.run("bank", bank_key, |dir| {
         let frozen = lm.valid();
         let main = ready(&mut players[0], &executors[0], &cfg.device)?;
@@ -660,7 +663,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
         for (method, tau) in jobs {
             let mut key = serde_json::json!({"method": method, "executor": executor.key,
                 "tau": tau, "steer": upstream(method), "eval": p.eval.tasks,
-                "seeds": p.eval.seeds, "steer_config": p.steer, "sampling": p.executor_sampling,
+                "parallel": p.eval.parallel, "seeds": p.eval.seeds, "steer_config": p.steer, "sampling": p.executor_sampling,
                 "qa": p.qa});
             if data.world.is_none() {
                 // The world is in the executor's key through its demonstrations; files are not.

@@ -44,11 +44,18 @@ fn the_smoke_profile_runs_every_stage_writes_its_outputs_and_resumes() {
         assert!(has("rl", "main", Some(*t)), "τ = {t}");
     }
     for x in ["transfer", "smaller"] {
-        assert!(has("none", x, None) && has("rl", x, Some(p.steer.tau)), "{x}");
+        assert!(
+            has("none", x, None) && has("rl", x, Some(p.steer.tau)),
+            "{x}"
+        );
     }
     // The smaller executor has its own pre-trained backbone and its own SFT on it.
     let stages: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
-    for s in ["backbone-executor-smaller", "demos-smaller", "executor-smaller"] {
+    for s in [
+        "backbone-executor-smaller",
+        "demos-smaller",
+        "executor-smaller",
+    ] {
         assert!(stages.contains(&s), "{s}: {stages:?}");
     }
     let md = std::fs::read_to_string(a.join("steering.md")).unwrap();
