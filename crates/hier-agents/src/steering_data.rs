@@ -106,6 +106,7 @@ fn file_key(path: &Path, hash: bool) -> Result<serde_json::Value> {
     Ok(v)
 }
 
+/// The first 8 bytes of a digest in hex: enough to tell stage inputs apart.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
