@@ -24,6 +24,7 @@ use crate::multi2::BackbonePolicy;
 use crate::offline_rl::RunOptions;
 use crate::runlog::write_jsonl;
 use crate::search_agent::{DriftConfig, SearchDemo, demonstrations, rollout_search};
+use crate::sft::{SftOptions, train_adapter};
 use crate::stages::{
     BackboneSpec, Report, Result, RunConfig, Stages, backbone_stage, load, read_json, read_jsonl,
     run_pipeline, sft_stage, take, write_json,
@@ -516,13 +517,17 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
                     None => sft_stage(st, &mut lm, &adapter, key, &sft, cfg.progress, || {
                         executor_examples(&tok, demos, p.max_len)
                     })?,
-                    Some((model_dir, _)) => {
-                        // Its own backbone: trained here, loaded again when it plays.
-                        let (mut own_lm, own_tok) = load_model(model_dir, &cfg.device)?;
-                        sft_stage(st, &mut own_lm, &adapter, key, &sft, cfg.progress, || {
-                            executor_examples(&own_tok, demos, p.max_len)
-                        })?
-                    }
+                    // Its own backbone: loaded only if the stage runs (and again when it plays).
+                    Some((model_dir, _)) => st.run(&adapter, key, |dir| {
+                        let (own_lm, own_tok) = load_model(model_dir, &cfg.device)?;
+                        let ex = executor_examples(&own_tok, demos, p.max_len)?;
+                        let opts = SftOptions {
+                            progress: cfg.progress,
+                            stop_after: None,
+                        };
+                        train_adapter(own_lm, &ex, &sft, dir, &opts).map_err(|e| e.to_string())?;
+                        Ok(())
+                    })?,
                 };
                 (serde_json::json!(Stages::upstream(&dir)), Some(dir))
             }
