@@ -62,11 +62,14 @@ pub fn executor_prompt(
     p
 }
 
+/// The tags of the executor's tool calls.
+pub const CALL_TAGS: [&str; 3] = ["search", "access", "answer"];
+
 /// Appends the closing tag of a call that a stop string cut off, keeps the first line of a
 /// one-line turn, and trims.
 pub fn complete_call(reply: &str) -> String {
     let mut t = reply.trim().to_owned();
-    for name in ["search", "access", "answer"] {
+    for name in CALL_TAGS {
         let (open, close) = (format!("<{name}>"), format!("</{name}>"));
         if let Some(i) = t.rfind(&open)
             && !t[i..].contains(&close)

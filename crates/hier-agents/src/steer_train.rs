@@ -176,6 +176,24 @@ pub struct BankState {
 }
 
 impl BankState {
+    /// The state before each turn of one episode of `task` (group `group`).
+    pub fn before_each_turn(
+        task: &Task,
+        group: usize,
+        question: &str,
+        turns: &[(String, String)],
+    ) -> Vec<BankState> {
+        (0..turns.len())
+            .map(|k| BankState {
+                task: task.clone(),
+                group,
+                question: question.to_owned(),
+                turns: turns[..k].to_vec(),
+                next: turns[k].0.clone(),
+            })
+            .collect()
+    }
+
     /// The observation `O(g, s)`.
     pub fn observation(&self, cfg: &SteerConfig) -> String {
         observation(
@@ -223,15 +241,10 @@ pub fn collect_states(
         .map_err(RlError::Env)?;
         for (i, ep) in eps.into_iter().enumerate() {
             let group = c * envs.len() + i;
-            for k in 0..ep.turns.len() {
-                states.push(BankState {
-                    task: chunk[i].clone(),
-                    group,
-                    question: ep.trace.episode.task.clone(),
-                    turns: ep.turns[..k].to_vec(),
-                    next: ep.turns[k].0.clone(),
-                });
-            }
+            let question = &ep.trace.episode.task;
+            states.extend(BankState::before_each_turn(
+                &chunk[i], group, question, &ep.turns,
+            ));
         }
     }
     Ok(states)
@@ -789,15 +802,7 @@ pub fn format_pairs(
 
 /// The bank states of a demonstration: the state before each of its turns.
 pub fn demo_states(demo: &crate::search_agent::SearchDemo, group: usize) -> Vec<BankState> {
-    (0..demo.turns.len())
-        .map(|k| BankState {
-            task: demo.task.clone(),
-            group,
-            question: demo.question.clone(),
-            turns: demo.turns[..k].to_vec(),
-            next: demo.turns[k].0.clone(),
-        })
-        .collect()
+    BankState::before_each_turn(&demo.task, group, &demo.question, &demo.turns)
 }
 
 /// Filtered behaviour cloning's data from a training run's `samples.jsonl` records: every

@@ -23,7 +23,7 @@ use crate::eval::spread;
 use crate::multi2::BackbonePolicy;
 use crate::offline_rl::RunOptions;
 use crate::runlog::write_jsonl;
-use crate::search_agent::{DriftConfig, SearchDemo, demonstrations, rollout_search};
+use crate::search_agent::{CALL_TAGS, DriftConfig, SearchDemo, demonstrations, rollout_search};
 use crate::sft::{SftOptions, train_adapter};
 use crate::stages::{
     BackboneSpec, Report, Result, RunConfig, Stages, backbone_stage, load, read_json, read_jsonl,
@@ -87,10 +87,14 @@ fn main_executor() -> String {
 impl ExecutorSpec {
     /// The adapter (and stage) name of its SFT.
     pub fn adapter(&self) -> String {
-        if self.name == "main" {
-            "executor".into()
-        } else {
-            format!("executor-{}", self.name)
+        self.tagged("executor")
+    }
+
+    /// `what` for the training executor, `what-<name>` for the others: its stage names.
+    fn tagged(&self, what: &str) -> String {
+        match self.name.as_str() {
+            "main" => what.to_owned(),
+            name => format!("{what}-{name}"),
         }
     }
 
@@ -410,9 +414,7 @@ impl Player<'_> {
         let mut policy = sampling.policy(lm, tok, id, seed);
         if self.executor.chat {
             policy.chat = true;
-            policy.stop_strings = ["</search>", "</access>", "</answer>"]
-                .map(String::from)
-                .to_vec();
+            policy.stop_strings = CALL_TAGS.iter().map(|t| format!("</{t}>")).collect();
         }
         Ok(policy)
     }
@@ -455,10 +457,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
             demo_sets.push(None);
             continue;
         };
-        let name = match spec.name.as_str() {
-            "main" => "demos".to_string(),
-            other => format!("demos-{other}"),
-        };
+        let name = spec.tagged("demos");
         let key = serde_json::json!({"world": p.world, "qa": p.qa, "demos": spec.demos,
             "drift": drift});
         let dir = st.run(&name, key, |dir| {

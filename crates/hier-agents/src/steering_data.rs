@@ -120,47 +120,42 @@ fn questions(path: &Path) -> Result<Vec<QaTask>> {
 }
 
 impl QaData {
-    /// Loads the profile's data; `need_text`: the corpus's passages are wanted (a tiny
-    /// backbone pre-trains on them).
+    /// Loads the data of a checked profile; `need_text`: the corpus's passages are wanted (a
+    /// tiny backbone pre-trains on them).
     pub fn load(p: &SteeringProfile, need_text: bool) -> Result<Self> {
-        let config = |max_turns| QaEnvConfig {
+        let config = QaEnvConfig {
             topk: p.qa.topk,
-            max_turns,
+            max_turns: p.qa.train_max_turns,
         };
-        match (&p.world, &p.files) {
+        let mut data = match (&p.world, &p.files) {
             (Some(w), None) => {
                 let world = World::generate(w).map_err(|e| format!("world: {e}"))?;
-                let train_env = QaEnv::synthetic(&world, config(p.qa.train_max_turns))
-                    .map_err(|e| format!("qa environment: {e}"))?;
-                let mut eval_env = train_env.fork();
-                eval_env.config = config(p.qa.eval_max_turns);
-                let n = eval_env.tasks(Split::Id).map_err(|e| e.to_string())?.len();
-                Ok(Self {
+                let train_env =
+                    QaEnv::synthetic(&world, config).map_err(|e| format!("qa environment: {e}"))?;
+                let n = train_env.tasks(Split::Id).map_err(|e| e.to_string())?.len();
+                Self {
                     documents: world.documents.clone(),
                     world: Some(world),
+                    eval_env: train_env.fork(),
                     train_env,
-                    eval_env,
                     test_sets: vec![(None, 0..n)],
                     key: serde_json::json!({"world": w}),
-                })
+                }
             }
-            (None, Some(f)) => Self::from_files(f, config(p.qa.train_max_turns), p, need_text),
-            _ => Err("a profile takes exactly one of [world] and [files]".into()),
-        }
+            (None, Some(f)) => Self::from_files(f, config, need_text)?,
+            _ => return Err("a profile takes exactly one of [world] and [files]".into()),
+        };
+        data.eval_env.config.max_turns = p.qa.eval_max_turns;
+        Ok(data)
     }
 
-    fn from_files(
-        f: &QaFiles,
-        config: QaEnvConfig,
-        p: &SteeringProfile,
-        need_text: bool,
-    ) -> Result<Self> {
-        f.check()?;
+    fn from_files(f: &QaFiles, config: QaEnvConfig, need_text: bool) -> Result<Self> {
         let has_index = f
             .index
             .as_ref()
             .is_some_and(|d| d.join("meta.json").exists());
         let in_memory = f.retriever_url.is_none() && f.index.is_none();
+        // `SteeringProfile::check` made sure a corpus is given when the text is needed.
         let documents = match &f.corpus {
             Some(c) if need_text || in_memory || (f.index.is_some() && !has_index) => {
                 let docs = load_corpus(c)?;
@@ -168,9 +163,6 @@ impl QaData {
                     return Err(format!("{}: no passages", c.display()));
                 }
                 docs
-            }
-            None if need_text => {
-                return Err("a pre-trained tiny backbone needs files.corpus for its text".into());
             }
             _ => Vec::new(),
         };
@@ -208,13 +200,11 @@ impl QaData {
             "test": test_keys,
         });
         let train_env = QaEnv::new(retriever, train, test, Vec::new(), config);
-        let mut eval_env = train_env.fork();
-        eval_env.config.max_turns = p.qa.eval_max_turns;
         Ok(Self {
             world: None,
             documents,
+            eval_env: train_env.fork(),
             train_env,
-            eval_env,
             test_sets,
             key,
         })

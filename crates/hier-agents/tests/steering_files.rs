@@ -55,15 +55,30 @@ fn write_files(p: &SteeringProfile, dir: &Path) -> QaFiles {
     }
 }
 
+/// The smoke profile with its world's files in a fresh directory (`[world]` still set).
+fn smoke_with_files() -> (SteeringProfile, QaFiles, tempfile::TempDir) {
+    let mut p = SteeringProfile::from_file(&profile_path(&root(), "smoke")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let files = write_files(&p, tmp.path());
+    p.files = Some(files.clone());
+    (p, files, tmp)
+}
+
+/// A run into `out` on the CPU, without progress bars.
+fn config(out: PathBuf) -> RunConfig {
+    RunConfig {
+        out,
+        device: hier_backbone::burn::tensor::Device::flex().autodiff(),
+        progress: false,
+        stop_after_stages: None,
+    }
+}
+
 #[test]
 fn file_data_runs_with_any_retriever_to_the_same_tables() {
-    let smoke = SteeringProfile::from_file(&profile_path(&root(), "smoke")).unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let files = write_files(&smoke, tmp.path());
-
-    let mut p = smoke.clone();
+    let (mut p, files, tmp) = smoke_with_files();
+    let smoke_backbone = p.backbone.clone();
     p.world = None;
-    p.files = Some(files.clone());
     p.executor = ExecutorSpec {
         name: "main".into(),
         backbone: None,
@@ -73,7 +88,7 @@ fn file_data_runs_with_any_retriever_to_the_same_tables() {
         chat: false,
         seed: 0,
     };
-    let BackboneSpec::Pretrain { model, train } = &smoke.backbone else {
+    let BackboneSpec::Pretrain { model, train } = &smoke_backbone else {
         panic!("the smoke backbone is pre-trained")
     };
     let mut small = model.clone();
@@ -91,18 +106,11 @@ fn file_data_runs_with_any_retriever_to_the_same_tables() {
     }];
     p.check().unwrap();
 
-    let device = hier_backbone::burn::tensor::Device::flex().autodiff();
-    let cfg = |out: PathBuf| RunConfig {
-        out,
-        device: device.clone(),
-        progress: false,
-        stop_after_stages: None,
-    };
     let read = |d: &Path, f: &str| std::fs::read_to_string(d.join(f)).unwrap();
 
     // The in-process index.
     let a = tmp.path().join("a");
-    let report = run(&p, &cfg(a.clone())).unwrap();
+    let report = run(&p, &config(a.clone())).unwrap();
     assert!(report.complete);
     let names: Vec<&str> = report.stages.iter().map(|s| s.name.as_str()).collect();
     assert!(names.contains(&"backbone-executor-small"), "{names:?}");
@@ -144,7 +152,7 @@ fn file_data_runs_with_any_retriever_to_the_same_tables() {
     let mut http = p.clone();
     http.files.as_mut().unwrap().retriever_url = Some(server.url());
     let b = tmp.path().join("b");
-    run(&http, &cfg(b.clone())).unwrap();
+    run(&http, &config(b.clone())).unwrap();
     assert_eq!(read(&a, "steering.csv"), read(&b, "steering.csv"));
     server.shutdown();
 
@@ -152,21 +160,17 @@ fn file_data_runs_with_any_retriever_to_the_same_tables() {
     let mut disk = p.clone();
     disk.files.as_mut().unwrap().index = Some(tmp.path().join("index"));
     let c = tmp.path().join("c");
-    run(&disk, &cfg(c.clone())).unwrap();
+    run(&disk, &config(c.clone())).unwrap();
     assert!(tmp.path().join("index/meta.json").exists());
     assert_eq!(read(&a, "steering.csv"), read(&c, "steering.csv"));
-    let again = run(&disk, &cfg(c.clone())).unwrap();
+    let again = run(&disk, &config(c.clone())).unwrap();
     assert!(again.stages.iter().all(|s| s.cached));
     assert_eq!(read(&a, "steering.csv"), read(&c, "steering.csv"));
 }
 
 #[test]
 fn file_profiles_refuse_what_files_cannot_give() {
-    let smoke = SteeringProfile::from_file(&profile_path(&root(), "smoke")).unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let files = write_files(&smoke, tmp.path());
-    let mut p = smoke.clone();
-    p.files = Some(files.clone());
+    let (mut p, _, tmp) = smoke_with_files();
     assert!(
         p.check()
             .unwrap_err()
@@ -196,14 +200,7 @@ fn file_profiles_refuse_what_files_cannot_give() {
     )
     .unwrap();
     p.files.as_mut().unwrap().test.insert("bad".into(), bad);
-    let device = hier_backbone::burn::tensor::Device::flex().autodiff();
-    let cfg = RunConfig {
-        out: tmp.path().join("out"),
-        device,
-        progress: false,
-        stop_after_stages: None,
-    };
-    let e = run(&p, &cfg).unwrap_err();
+    let e = run(&p, &config(tmp.path().join("out"))).unwrap_err();
     assert!(e.contains("bad.jsonl:2") && e.contains("answer"), "{e}");
     // Two executors may not share a name.
     let mut twins = p.clone();
