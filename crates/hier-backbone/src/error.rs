@@ -67,6 +67,14 @@ pub enum BackboneError {
         /// What went wrong (tensor name included where known).
         msg: String,
     },
+    /// A GGUF file is malformed, truncated, or uses a feature this crate does not read.
+    #[error("{path}: {msg}")]
+    Gguf {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong (the metadata key or tensor named).
+        msg: String,
+    },
     /// A LoRA adapter problem (unknown name, duplicate, unsupported PEFT option).
     #[error("adapter `{adapter}`: {msg}")]
     Adapter {

@@ -7,6 +7,7 @@
 //! load and save in PEFT's format. Around it: value/Q heads, batched KV-cache generation with
 //! per-token log-probabilities, scoring of given continuations (with or without autodiff),
 //! HF tokenizers with chat templates, and byte-level BPE training for from-scratch backbones.
+//! GGUF files (llama.cpp's format, quantised or not) load wherever an HF directory does.
 //!
 //! It owns no environment, loss or training loop (see the workspace's ARCHITECTURE).
 //!
@@ -23,6 +24,7 @@ pub mod config;
 pub mod device;
 pub mod error;
 pub mod generate;
+pub mod gguf;
 pub mod heads;
 pub mod llama;
 pub mod lora;

@@ -19,7 +19,7 @@ pub struct Rope {
 /// Applies Llama-3's wavelength-dependent scaling to `inv_freq` (as `transformers`'
 /// `_compute_llama3_parameters`): long wavelengths are divided by `factor`, short ones kept, and
 /// the band between is interpolated.
-fn llama3_scale(inv_freq: &mut [f32], s: &Llama3RopeScaling) {
+pub(crate) fn llama3_scale(inv_freq: &mut [f32], s: &Llama3RopeScaling) {
     let low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
     let high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
     for f in inv_freq.iter_mut() {
@@ -46,9 +46,7 @@ impl Rope {
     /// Builds the frequencies of a config.
     pub fn new(config: &ModelConfig) -> Self {
         let d = config.head_dim;
-        let mut inv_freq: Vec<f32> = (0..d / 2)
-            .map(|i| 1.0 / (config.rope_theta as f32).powf((2 * i) as f32 / d as f32))
-            .collect();
+        let mut inv_freq = Self::base_inv_freq(d, config.rope_theta);
         if let Some(s) = &config.rope_scaling {
             llama3_scale(&mut inv_freq, s);
         }
@@ -56,6 +54,13 @@ impl Rope {
             inv_freq,
             head_dim: d,
         }
+    }
+
+    /// Unscaled `inv_freq_i = θ^(−2i/d)`, `i < d/2`.
+    pub fn base_inv_freq(head_dim: usize, theta: f64) -> Vec<f32> {
+        (0..head_dim / 2)
+            .map(|i| 1.0 / (theta as f32).powf((2 * i) as f32 / head_dim as f32))
+            .collect()
     }
 
     /// `cos` and `sin` tables for the given positions, each `[positions.len(), head_dim]`.

