@@ -162,6 +162,7 @@ pub fn add_seeded_adapter(
             "adapter `{name}` is already registered"
         )));
     }
+    lm.check_targets(name, &config.target_modules)?;
     let device = lm.device();
     let mut rng = StdRng::seed_from_u64(seed);
     let pairs = lm
@@ -173,7 +174,7 @@ pub fn add_seeded_adapter(
                 .target_modules
                 .iter()
                 .map(|&t| {
-                    let [din, dout] = layer.target(t).dims();
+                    let [din, dout] = layer.target(t).expect("check_targets").dims();
                     let bound = 1.0 / (din as f32).sqrt();
                     let a: Vec<f32> = (0..din * config.r)
                         .map(|_| rng.random_range(-bound..bound))

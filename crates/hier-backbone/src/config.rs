@@ -1,7 +1,9 @@
 //! Model configuration read from a Hugging Face `config.json`.
 //!
-//! Three families share one decoder: Llama (2/3.x, including `rope_scaling` of type `llama3`),
-//! Qwen2/Qwen2.5 (bias on q/k/v, usually tied embeddings) and Mistral (v0.3; no sliding window).
+//! Five families share one decoder: Llama (2/3.x, including `rope_scaling` of type `llama3`),
+//! Qwen2/Qwen2.5 (bias on q/k/v, usually tied embeddings), Qwen3 (q/k RMSNorm per head, explicit
+//! `head_dim`), Mistral (v0.3; no sliding window) and Phi-3/Phi-4 (fused projections, partial
+//! rotary, LongRoPE).
 //! Both spellings transformers has written are read: `rope_theta` + `rope_scaling` (4.x) and
 //! `rope_parameters` (5.x). Fields known to change the computation in ways this crate does
 //! not implement (soft-capping, partial rotary, experts, q/k norms, μP multipliers, an
@@ -15,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use crate::error::{BackboneError, Result, read_json};
+use crate::lora::TargetModule;
 
 /// The model family, from `model_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +28,11 @@ pub enum Family {
     Qwen2,
     /// `model_type: "mistral"` (`MistralForCausalLM`).
     Mistral,
+    /// `model_type: "qwen3"` (`Qwen3ForCausalLM`): q/k RMSNorm per head, explicit `head_dim`.
+    Qwen3,
+    /// `model_type: "phi3"` (`Phi3ForCausalLM`, also Phi-4): fused `qkv_proj` and
+    /// `gate_up_proj`, partial rotary, LongRoPE.
+    Phi3,
 }
 
 impl Family {
@@ -34,6 +42,8 @@ impl Family {
             Family::Llama => "llama",
             Family::Qwen2 => "qwen2",
             Family::Mistral => "mistral",
+            Family::Qwen3 => "qwen3",
+            Family::Phi3 => "phi3",
         }
     }
     /// The `architectures[0]` string.
@@ -42,6 +52,8 @@ impl Family {
             Family::Llama => "LlamaForCausalLM",
             Family::Qwen2 => "Qwen2ForCausalLM",
             Family::Mistral => "MistralForCausalLM",
+            Family::Qwen3 => "Qwen3ForCausalLM",
+            Family::Phi3 => "Phi3ForCausalLM",
         }
     }
 }
@@ -57,6 +69,49 @@ pub struct Llama3RopeScaling {
     pub high_freq_factor: f64,
     /// The context length of pre-training.
     pub original_max_position_embeddings: f64,
+}
+
+/// LongRoPE (Phi-3, `rope_type: "longrope"`): per-frequency divisors for short and long
+/// contexts (see [`crate::rope`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LongRopeScaling {
+    /// Divisors used while a call stays within the original context (one per rotated pair).
+    pub short_factor: Vec<f64>,
+    /// Divisors used once a call's positions reach past it.
+    pub long_factor: Vec<f64>,
+    /// The context length of pre-training.
+    pub original_max_position_embeddings: usize,
+    /// The context extension factor, if given (else `max_position_embeddings / original`).
+    pub factor: Option<f64>,
+    /// The factor on cos and sin, if given (else `√(1 + ln factor / ln original)`).
+    pub attention_factor: Option<f64>,
+}
+
+impl LongRopeScaling {
+    /// The factor on cos and sin, as transformers derives it.
+    pub fn attention_factor(&self, max_position_embeddings: usize) -> f64 {
+        if let Some(a) = self.attention_factor {
+            return a;
+        }
+        let original = self.original_max_position_embeddings as f64;
+        let factor = self
+            .factor
+            .unwrap_or(max_position_embeddings as f64 / original);
+        if factor <= 1.0 {
+            1.0
+        } else {
+            (1.0 + factor.ln() / original.ln()).sqrt()
+        }
+    }
+}
+
+/// A RoPE scaling rule.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RopeScaling {
+    /// Llama 3.1's frequency-dependent scaling.
+    Llama3(Llama3RopeScaling),
+    /// Phi-3's LongRoPE.
+    LongRope(LongRopeScaling),
 }
 
 /// A decoder-only Llama-family configuration.
@@ -82,8 +137,14 @@ pub struct ModelConfig {
     pub rms_norm_eps: f64,
     /// RoPE base θ.
     pub rope_theta: f64,
-    /// Optional Llama-3 RoPE scaling.
-    pub rope_scaling: Option<Llama3RopeScaling>,
+    /// Optional RoPE scaling.
+    pub rope_scaling: Option<RopeScaling>,
+    /// The fraction of each head's dimensions that RoPE rotates (Phi-3; 1 elsewhere).
+    pub partial_rotary_factor: f64,
+    /// Qwen3's RMSNorm of each query and key head before RoPE.
+    pub qk_norm: bool,
+    /// Phi-3's fused `qkv_proj` and `gate_up_proj`.
+    pub fused_projections: bool,
     /// Longest supported position.
     pub max_position_embeddings: usize,
     /// `lm_head` shares `embed_tokens`' weight.
@@ -269,12 +330,14 @@ fn token_ids(path: &Path, m: &Map<String, Value>, key: &str) -> Result<Vec<u32>>
     }
 }
 
-/// Reads the rope type and Llama-3 parameters from a `rope_scaling`/`rope_parameters` object.
+/// Reads the rope type and its parameters from a `rope_scaling`/`rope_parameters` object;
+/// `original` is the top-level `original_max_position_embeddings` (Phi-3 in transformers 4.x).
 fn parse_rope_object(
     path: &Path,
     field: &str,
     obj: &Map<String, Value>,
-) -> Result<Option<Llama3RopeScaling>> {
+    original: Option<usize>,
+) -> Result<Option<RopeScaling>> {
     let ty = obj
         .get("rope_type")
         .or_else(|| obj.get("type"))
@@ -288,6 +351,10 @@ fn parse_rope_object(
         "low_freq_factor",
         "high_freq_factor",
         "original_max_position_embeddings",
+        "short_factor",
+        "long_factor",
+        "attention_factor",
+        "partial_rotary_factor",
     ];
     if let Some(k) = obj.keys().find(|k| !known.contains(&k.as_str())) {
         return Err(BackboneError::config(
@@ -296,29 +363,60 @@ fn parse_rope_object(
             "unsupported RoPE parameter",
         ));
     }
+    let need = |k: &str| -> Result<f64> {
+        obj.get(k).and_then(Value::as_f64).ok_or_else(|| {
+            BackboneError::config(
+                path,
+                format!("{field}.{k}"),
+                format!("missing for rope_type {ty}"),
+            )
+        })
+    };
     match ty {
         "default" => Ok(None),
-        "llama3" => {
-            let need = |k: &str| -> Result<f64> {
-                obj.get(k).and_then(Value::as_f64).ok_or_else(|| {
-                    BackboneError::config(
-                        path,
-                        format!("{field}.{k}"),
-                        "missing for rope_type llama3",
-                    )
-                })
+        "llama3" => Ok(Some(RopeScaling::Llama3(Llama3RopeScaling {
+            factor: need("factor")?,
+            low_freq_factor: need("low_freq_factor")?,
+            high_freq_factor: need("high_freq_factor")?,
+            original_max_position_embeddings: need("original_max_position_embeddings")?,
+        }))),
+        // `su` is what Phi-3's first checkpoints called it.
+        "longrope" | "su" => {
+            let factors = |k: &str| -> Result<Vec<f64>> {
+                obj.get(k)
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.iter().map(Value::as_f64).collect::<Option<Vec<_>>>())
+                    .ok_or_else(|| {
+                        BackboneError::config(
+                            path,
+                            format!("{field}.{k}"),
+                            "missing or not a list of numbers",
+                        )
+                    })
             };
-            Ok(Some(Llama3RopeScaling {
-                factor: need("factor")?,
-                low_freq_factor: need("low_freq_factor")?,
-                high_freq_factor: need("high_freq_factor")?,
-                original_max_position_embeddings: need("original_max_position_embeddings")?,
-            }))
+            let original = match obj.get("original_max_position_embeddings") {
+                Some(v) => v.as_u64().map(|v| v as usize),
+                None => original,
+            }
+            .ok_or_else(|| {
+                BackboneError::config(
+                    path,
+                    "original_max_position_embeddings",
+                    "missing for rope_type longrope",
+                )
+            })?;
+            Ok(Some(RopeScaling::LongRope(LongRopeScaling {
+                short_factor: factors("short_factor")?,
+                long_factor: factors("long_factor")?,
+                original_max_position_embeddings: original,
+                factor: obj.get("factor").and_then(Value::as_f64),
+                attention_factor: obj.get("attention_factor").and_then(Value::as_f64),
+            })))
         }
         other => Err(BackboneError::config(
             path,
             format!("{field}.rope_type"),
-            format!("`{other}` is not supported (only default and llama3)"),
+            format!("`{other}` is not supported (only default, llama3 and longrope)"),
         )),
     }
 }
@@ -368,12 +466,14 @@ impl ModelConfig {
             "llama" => Family::Llama,
             "qwen2" => Family::Qwen2,
             "mistral" => Family::Mistral,
+            "qwen3" => Family::Qwen3,
+            "phi3" => Family::Phi3,
             other => {
                 return Err(BackboneError::config(
                     path,
                     "model_type",
                     format!(
-                        "unsupported architecture `{other}` (supported: llama, qwen2, mistral)"
+                        "unsupported architecture `{other}` (supported: llama, qwen2, qwen3, mistral, phi3)"
                     ),
                 ));
             }
@@ -401,6 +501,23 @@ impl ModelConfig {
                 "head_dim",
             ],
             Family::Mistral => &["sliding_window", "head_dim"],
+            Family::Qwen3 => &[
+                "use_sliding_window",
+                "sliding_window",
+                "layer_types",
+                "head_dim",
+                "attention_bias",
+                "max_window_layers",
+            ],
+            Family::Phi3 => &[
+                "original_max_position_embeddings",
+                "partial_rotary_factor",
+                "sliding_window",
+                "head_dim",
+                "attention_bias",
+                "resid_pdrop",
+                "embd_pdrop",
+            ],
         };
         let model_fields = [
             "vocab_size",
@@ -475,6 +592,8 @@ impl ModelConfig {
 
         // RoPE: 4.x writes rope_theta + rope_scaling; 5.x writes rope_parameters.
         let mut rope_theta = opt_f64(path, m, "rope_theta")?;
+        let mut partial_rotary_factor = opt_f64(path, m, "partial_rotary_factor")?;
+        let original = opt_usize(path, m, "original_max_position_embeddings")?;
         let mut rope_scaling = None;
         for field in ["rope_scaling", "rope_parameters"] {
             match m.get(field) {
@@ -483,7 +602,10 @@ impl ModelConfig {
                     if let Some(t) = obj.get("rope_theta").and_then(Value::as_f64) {
                         rope_theta = Some(t);
                     }
-                    if let Some(s) = parse_rope_object(path, field, obj)? {
+                    if let Some(f) = obj.get("partial_rotary_factor").and_then(Value::as_f64) {
+                        partial_rotary_factor = Some(f);
+                    }
+                    if let Some(s) = parse_rope_object(path, field, obj, original)? {
                         rope_scaling = Some(s);
                     }
                 }
@@ -497,16 +619,66 @@ impl ModelConfig {
             }
         }
 
+        let partial_rotary_factor = partial_rotary_factor.unwrap_or(1.0);
+        if family != Family::Phi3 && partial_rotary_factor != 1.0 {
+            return Err(BackboneError::config(
+                path,
+                "partial_rotary_factor",
+                format!("{partial_rotary_factor} is supported for phi3 only"),
+            ));
+        }
+        let rotary_dim = (head_dim as f64 * partial_rotary_factor) as usize;
+        if !(partial_rotary_factor > 0.0 && partial_rotary_factor <= 1.0)
+            || rotary_dim == 0
+            || !rotary_dim.is_multiple_of(2)
+        {
+            return Err(BackboneError::config(
+                path,
+                "partial_rotary_factor",
+                format!(
+                    "{partial_rotary_factor} of head_dim {head_dim} is not an even number of dimensions"
+                ),
+            ));
+        }
+        if let Some(RopeScaling::LongRope(l)) = &rope_scaling {
+            for (k, f) in [
+                ("short_factor", &l.short_factor),
+                ("long_factor", &l.long_factor),
+            ] {
+                if f.len() != rotary_dim / 2 {
+                    return Err(BackboneError::config(
+                        path,
+                        format!("rope_scaling.{k}"),
+                        format!("{} factors for {} rotated pairs", f.len(), rotary_dim / 2),
+                    ));
+                }
+            }
+        }
         let (qkv_bias, o_bias, mlp_bias) = match family {
             Family::Qwen2 => (true, false, false),
-            Family::Llama => {
+            Family::Llama | Family::Qwen3 => {
                 let ab = opt_bool(path, m, "attention_bias")?.unwrap_or(false);
-                (ab, ab, opt_bool(path, m, "mlp_bias")?.unwrap_or(false))
+                let mlp = if family == Family::Llama {
+                    opt_bool(path, m, "mlp_bias")?.unwrap_or(false)
+                } else {
+                    false
+                };
+                (ab, ab, mlp)
             }
             Family::Mistral => (false, false, false),
+            Family::Phi3 => {
+                if opt_bool(path, m, "attention_bias")?.unwrap_or(false) {
+                    return Err(BackboneError::config(
+                        path,
+                        "attention_bias",
+                        "phi3 projections have no biases in transformers; true is not supported",
+                    ));
+                }
+                (false, false, false)
+            }
         };
         let sliding_window = match family {
-            Family::Qwen2 => {
+            Family::Qwen2 | Family::Qwen3 => {
                 if opt_bool(path, m, "use_sliding_window")?.unwrap_or(false) {
                     return Err(BackboneError::config(
                         path,
@@ -525,7 +697,7 @@ impl ModelConfig {
                 }
                 None
             }
-            Family::Mistral => opt_usize(path, m, "sliding_window")?,
+            Family::Mistral | Family::Phi3 => opt_usize(path, m, "sliding_window")?,
             Family::Llama => None,
         };
         Ok(Self {
@@ -540,6 +712,9 @@ impl ModelConfig {
             rms_norm_eps: opt_f64(path, m, "rms_norm_eps")?.unwrap_or(1e-6),
             rope_theta: rope_theta.unwrap_or(10_000.0),
             rope_scaling,
+            partial_rotary_factor,
+            qk_norm: family == Family::Qwen3,
+            fused_projections: family == Family::Phi3,
             max_position_embeddings: opt_usize(path, m, "max_position_embeddings")?.unwrap_or(2048),
             tie_word_embeddings: opt_bool(path, m, "tie_word_embeddings")?.unwrap_or(false), /* transformers' default for all three families */
             qkv_bias,
@@ -574,13 +749,25 @@ impl ModelConfig {
         let o = m.as_object_mut().expect("object literal");
         o.insert(
             "rope_scaling".into(),
-            match self.rope_scaling {
+            match &self.rope_scaling {
                 None => Value::Null,
-                Some(s) => json!({
+                Some(RopeScaling::Llama3(s)) => json!({
                     "rope_type": "llama3", "factor": s.factor, "low_freq_factor": s.low_freq_factor,
                     "high_freq_factor": s.high_freq_factor,
                     "original_max_position_embeddings": s.original_max_position_embeddings,
                 }),
+                Some(RopeScaling::LongRope(s)) => {
+                    let mut r = json!({
+                        "type": "longrope", "short_factor": s.short_factor, "long_factor": s.long_factor,
+                    });
+                    if let Some(f) = s.factor {
+                        r["factor"] = json!(f);
+                    }
+                    if let Some(a) = s.attention_factor {
+                        r["attention_factor"] = json!(a);
+                    }
+                    r
+                }
             },
         );
         match self.family {
@@ -591,8 +778,25 @@ impl ModelConfig {
             Family::Qwen2 => {
                 o.insert("use_sliding_window".into(), json!(false));
             }
+            Family::Qwen3 => {
+                o.insert("attention_bias".into(), json!(self.qkv_bias));
+                o.insert("use_sliding_window".into(), json!(false));
+            }
             Family::Mistral => {
                 o.insert("sliding_window".into(), json!(self.sliding_window));
+            }
+            Family::Phi3 => {
+                o.insert("sliding_window".into(), json!(self.sliding_window));
+                o.insert(
+                    "partial_rotary_factor".into(),
+                    json!(self.partial_rotary_factor),
+                );
+                if let Some(RopeScaling::LongRope(s)) = &self.rope_scaling {
+                    o.insert(
+                        "original_max_position_embeddings".into(),
+                        json!(s.original_max_position_embeddings),
+                    );
+                }
             }
         }
         if let Some(b) = self.bos_token_id {
@@ -611,6 +815,27 @@ impl ModelConfig {
             o.insert("pad_token_id".into(), json!(p));
         }
         m
+    }
+
+    /// The leading dimensions of each head that RoPE rotates.
+    pub fn rotary_dim(&self) -> usize {
+        (self.head_dim as f64 * self.partial_rotary_factor) as usize
+    }
+
+    /// The linear modules of every decoder layer (what an adapter may target), in PEFT's
+    /// "all-linear" order.
+    pub fn linear_targets(&self) -> &'static [TargetModule] {
+        const FUSED: [TargetModule; 4] = [
+            TargetModule::Qkv,
+            TargetModule::O,
+            TargetModule::GateUp,
+            TargetModule::Down,
+        ];
+        if self.fused_projections {
+            &FUSED
+        } else {
+            &TargetModule::ALL
+        }
     }
 
     /// Query heads per key/value head.
@@ -634,7 +859,7 @@ impl ModelConfig {
             } else {
                 0
             };
-        let layer = attn + mlp + 2 * h;
+        let layer = attn + mlp + 2 * h + if self.qk_norm { 2 * self.head_dim } else { 0 };
         let emb = self.vocab_size * h;
         emb + self.num_hidden_layers * layer + h + if self.tie_word_embeddings { 0 } else { emb }
     }

@@ -177,8 +177,16 @@ impl CausalLm {
         // With a cache each step feeds only the new column; without one the whole (growing)
         // batch is recomputed.
         let mut step_batch = Batch::left_padded(&prompts, pad);
+        // Every column so far, to recompute from when a cache must be dropped.
+        let mut full = step_batch.clone();
         let opts = Forward::with(adapter);
         for step in 0..cfg.max_new_tokens {
+            if let Some(c) = &cache
+                && self.longrope_switches(c.len(), step_batch.len)
+            {
+                cache = Some(self.new_cache(n));
+                step_batch = full.clone();
+            }
             let logits = self.forward(&step_batch, opts, cache.as_mut())?;
             let [b, t, v] = logits.dims();
             let last = logits.slice([0..b, t - 1..t, 0..v]).reshape([b, v]);
@@ -219,13 +227,26 @@ impl CausalLm {
                 positions,
                 valid: vec![true; n],
             };
-            step_batch = if cache.is_some() {
-                new
-            } else {
-                append_column(&step_batch, &new)
-            };
+            full = append_column(&full, &new);
+            step_batch = if cache.is_some() { new } else { full.clone() };
         }
         Ok(out)
+    }
+}
+
+impl CausalLm {
+    /// Whether a cached step of `new` columns over `past` cached ones is the first to reach
+    /// past LongRoPE's original context: the cached keys were rotated with the short factors,
+    /// so transformers (`Phi3ForCausalLM.prepare_inputs_for_generation`) drops the cache there
+    /// and recomputes the whole sequence with the long ones, and so do we.
+    fn longrope_switches(&self, past: usize, new: usize) -> bool {
+        match &self.config.rope_scaling {
+            Some(crate::config::RopeScaling::LongRope(s)) => {
+                let original = s.original_max_position_embeddings;
+                past > 0 && past <= original && past + new > original
+            }
+            _ => false,
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! # hier-backbone
 //!
 //! One frozen decoder-only transformer of the Llama family — Llama 3.x (with `llama3` RoPE
-//! scaling), Qwen2/Qwen2.5 (q/k/v bias, tied embeddings) and Mistral — read from Hugging Face
+//! scaling), Qwen2/Qwen2.5 (q/k/v bias, tied embeddings), Qwen3 (per-head q/k norms), Mistral
+//! and Phi-3/Phi-4 (fused projections, partial rotary, LongRoPE) — read from Hugging Face
 //! `config.json` + safetensors, with any number of **named LoRA adapters** (`sys1`, `sys2`,
 //! `steer`, …) over the one base held once in memory. Each call picks its adapter; adapters
 //! load and save in PEFT's format. Around it: value/Q heads, batched KV-cache generation with

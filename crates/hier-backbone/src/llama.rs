@@ -1,4 +1,5 @@
-//! The Llama-family decoder (Llama 3.x, Qwen2/2.5, Mistral) with per-call LoRA adapters.
+//! The Llama-family decoder (Llama 3.x, Qwen2/2.5, Qwen3, Mistral, Phi-3) with per-call LoRA
+//! adapters.
 //!
 //! Field names mirror Hugging Face's module tree (`model.layers.{i}.self_attn.q_proj`, …), so the
 //! mapping to checkpoint names in [`crate::weights`] is mechanical. One decoder layer computes
@@ -10,6 +11,9 @@
 //!
 //! with grouped-query attention (`num_attention_heads / num_key_value_heads` query heads share
 //! each key/value head, as `repeat_kv` does) and `rms_norm(x) = x / √(mean(x²) + ε) ⊙ w`.
+//! Qwen3 normalises each head of q and k (`q_norm`, `k_norm`) before RoPE; Phi-3 computes q/k/v
+//! with one fused `qkv_proj` and gate/up with one `gate_up_proj` (split in that order), and
+//! rotates only the first `partial_rotary_factor · d` dimensions of each head.
 
 use burn::module::{Module, Param};
 use burn::tensor::activation::silu;
@@ -95,26 +99,65 @@ impl RmsNorm {
     }
 }
 
-/// Multi-head self-attention with GQA and HF RoPE.
+/// Separate query, key and value projections (Llama, Qwen, Mistral).
 #[derive(Module, Debug)]
-pub struct Attention {
+pub struct SeparateQkv {
     /// Query projection `[H, heads·d]`.
     pub q_proj: LoraLinear,
     /// Key projection `[H, kv_heads·d]`.
     pub k_proj: LoraLinear,
     /// Value projection `[H, kv_heads·d]`.
     pub v_proj: LoraLinear,
+}
+
+/// How a layer projects to queries, keys and values.
+// One per layer: the size difference of the variants costs nothing worth a Box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Module, Debug)]
+pub enum QkvProj {
+    /// `q_proj`, `k_proj`, `v_proj`.
+    Separate(SeparateQkv),
+    /// Phi-3's `qkv_proj` `[H, heads·d + 2·kv_heads·d]`: queries, then keys, then values.
+    Fused(LoraLinear),
+}
+
+/// Multi-head self-attention with GQA and HF RoPE.
+#[derive(Module, Debug)]
+pub struct Attention {
+    /// The q/k/v projections.
+    pub qkv: QkvProj,
     /// Output projection `[heads·d, H]`.
     pub o_proj: LoraLinear,
+    /// Qwen3's per-head RMSNorm of queries (`q_norm`, `[d]`), before RoPE.
+    pub q_norm: Option<RmsNorm>,
+    /// Qwen3's per-head RMSNorm of keys (`k_norm`, `[d]`), before RoPE.
+    pub k_norm: Option<RmsNorm>,
+}
+
+/// Separate gate and up projections.
+#[derive(Module, Debug)]
+pub struct SeparateGateUp {
+    /// Gate projection `[H, I]`.
+    pub gate_proj: LoraLinear,
+    /// Up projection `[H, I]`.
+    pub up_proj: LoraLinear,
+}
+
+/// How a layer projects to the SwiGLU gate and up branches.
+#[allow(clippy::large_enum_variant)] // one per layer, as for QkvProj
+#[derive(Module, Debug)]
+pub enum GateUpProj {
+    /// `gate_proj`, `up_proj`.
+    Separate(SeparateGateUp),
+    /// Phi-3's `gate_up_proj` `[H, 2·I]`: the gate's I columns, then up's.
+    Fused(LoraLinear),
 }
 
 /// The SwiGLU feed-forward block.
 #[derive(Module, Debug)]
 pub struct Mlp {
-    /// Gate projection `[H, I]`.
-    pub gate_proj: LoraLinear,
-    /// Up projection `[H, I]`.
-    pub up_proj: LoraLinear,
+    /// The gate/up projections.
+    pub gate_up: GateUpProj,
     /// Down projection `[I, H]`.
     pub down_proj: LoraLinear,
 }
@@ -133,30 +176,47 @@ pub struct DecoderLayer {
 }
 
 impl DecoderLayer {
-    /// The linear layer an adapter target names.
-    pub fn target(&self, t: TargetModule) -> &LoraLinear {
-        match t {
-            TargetModule::Q => &self.self_attn.q_proj,
-            TargetModule::K => &self.self_attn.k_proj,
-            TargetModule::V => &self.self_attn.v_proj,
-            TargetModule::O => &self.self_attn.o_proj,
-            TargetModule::Gate => &self.mlp.gate_proj,
-            TargetModule::Up => &self.mlp.up_proj,
-            TargetModule::Down => &self.mlp.down_proj,
+    /// The linear layer an adapter target names, if this layer has it (a fused model has
+    /// `qkv_proj` and `gate_up_proj` instead of their parts).
+    pub fn target(&self, t: TargetModule) -> Option<&LoraLinear> {
+        let (qkv, gate_up) = (&self.self_attn.qkv, &self.mlp.gate_up);
+        match (t, qkv, gate_up) {
+            (TargetModule::Q, QkvProj::Separate(s), _) => Some(&s.q_proj),
+            (TargetModule::K, QkvProj::Separate(s), _) => Some(&s.k_proj),
+            (TargetModule::V, QkvProj::Separate(s), _) => Some(&s.v_proj),
+            (TargetModule::Qkv, QkvProj::Fused(l), _) => Some(l),
+            (TargetModule::O, ..) => Some(&self.self_attn.o_proj),
+            (TargetModule::Gate, _, GateUpProj::Separate(s)) => Some(&s.gate_proj),
+            (TargetModule::Up, _, GateUpProj::Separate(s)) => Some(&s.up_proj),
+            (TargetModule::GateUp, _, GateUpProj::Fused(l)) => Some(l),
+            (TargetModule::Down, ..) => Some(&self.mlp.down_proj),
+            _ => None,
         }
     }
 
-    /// Mutable access to the linear layer an adapter target names.
-    pub fn target_mut(&mut self, t: TargetModule) -> &mut LoraLinear {
-        match t {
-            TargetModule::Q => &mut self.self_attn.q_proj,
-            TargetModule::K => &mut self.self_attn.k_proj,
-            TargetModule::V => &mut self.self_attn.v_proj,
-            TargetModule::O => &mut self.self_attn.o_proj,
-            TargetModule::Gate => &mut self.mlp.gate_proj,
-            TargetModule::Up => &mut self.mlp.up_proj,
-            TargetModule::Down => &mut self.mlp.down_proj,
+    /// Mutable access to the linear layer an adapter target names, if this layer has it.
+    pub fn target_mut(&mut self, t: TargetModule) -> Option<&mut LoraLinear> {
+        let (qkv, gate_up) = (&mut self.self_attn.qkv, &mut self.mlp.gate_up);
+        match (t, qkv, gate_up) {
+            (TargetModule::Q, QkvProj::Separate(s), _) => Some(&mut s.q_proj),
+            (TargetModule::K, QkvProj::Separate(s), _) => Some(&mut s.k_proj),
+            (TargetModule::V, QkvProj::Separate(s), _) => Some(&mut s.v_proj),
+            (TargetModule::Qkv, QkvProj::Fused(l), _) => Some(l),
+            (TargetModule::O, ..) => Some(&mut self.self_attn.o_proj),
+            (TargetModule::Gate, _, GateUpProj::Separate(s)) => Some(&mut s.gate_proj),
+            (TargetModule::Up, _, GateUpProj::Separate(s)) => Some(&mut s.up_proj),
+            (TargetModule::GateUp, _, GateUpProj::Fused(l)) => Some(l),
+            (TargetModule::Down, ..) => Some(&mut self.mlp.down_proj),
+            _ => None,
         }
+    }
+
+    /// The layer's linear modules, in PEFT's "all-linear" order.
+    pub fn linears(&self) -> Vec<(TargetModule, &LoraLinear)> {
+        TargetModule::EVERY
+            .iter()
+            .filter_map(|&t| self.target(t).map(|l| (t, l)))
+            .collect()
     }
 }
 
@@ -373,11 +433,12 @@ impl CausalLm {
         if config.target_modules.is_empty() {
             return Err(BackboneError::adapter(name, "no target modules"));
         }
+        self.check_targets(name, &config.target_modules)?;
         let slot = self.adapters.len();
         let device = self.device();
         for (l, layer) in self.layers.iter_mut().enumerate() {
             for &t in &config.target_modules {
-                let lin = layer.target_mut(t);
+                let lin = layer.target_mut(t).expect("check_targets");
                 let [din, dout] = lin.dims();
                 let pair_name = format!("{name}/model.layers.{l}.{}", t.path());
                 lin.set_adapter(
@@ -392,6 +453,30 @@ impl CausalLm {
             revision: 0,
         });
         Ok(AdapterId(slot))
+    }
+
+    /// Refuses adapter targets this model's layers do not have (`q_proj` on a fused Phi-3, …),
+    /// naming the ones it has.
+    pub fn check_targets(&self, adapter: &str, targets: &[TargetModule]) -> Result<()> {
+        let have = self.config.linear_targets();
+        match targets.iter().find(|t| !have.contains(t)) {
+            None => Ok(()),
+            Some(t) => Err(BackboneError::adapter(
+                adapter,
+                format!(
+                    "target `{}` does not exist in this {} model (its linear modules: {})",
+                    t.name(),
+                    self.config.family.model_type(),
+                    have.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// `[in, out]` of the linear module `t` (which every layer has, or an error).
+    pub fn target_dims(&self, t: TargetModule) -> Result<[usize; 2]> {
+        self.check_targets("<any>", &[t])?;
+        Ok(self.layers[0].target(t).expect("checked").dims())
     }
 
     /// Installs given adapter pairs (`pairs[layer][target]`) under `name`, replacing an adapter
@@ -416,12 +501,21 @@ impl CausalLm {
             Some(i) => (i, self.adapters[i].revision + 1),
             None => (self.adapters.len(), 0),
         };
+        for layer_pairs in &pairs {
+            let targets: Vec<TargetModule> = layer_pairs.iter().map(|(t, _)| *t).collect();
+            self.check_targets(name, &targets)?;
+        }
         for (layer, layer_pairs) in self.layers.iter_mut().zip(pairs.iter_mut()) {
-            for t in TargetModule::ALL {
-                layer.target_mut(t).set_adapter(slot, None);
+            for t in TargetModule::EVERY {
+                if let Some(lin) = layer.target_mut(t) {
+                    lin.set_adapter(slot, None);
+                }
             }
             for (t, pair) in layer_pairs.drain(..) {
-                layer.target_mut(t).set_adapter(slot, Some(pair));
+                layer
+                    .target_mut(t)
+                    .expect("check_targets")
+                    .set_adapter(slot, Some(pair));
             }
         }
         let spec = AdapterSpec {
@@ -442,9 +536,10 @@ impl CausalLm {
     pub fn merged(&self, id: AdapterId) -> Self {
         let mut out = self.clone();
         for layer in &mut out.layers {
-            for t in TargetModule::ALL {
-                let lin = layer.target_mut(t);
-                *lin = lin.merged(id.0);
+            for t in TargetModule::EVERY {
+                if let Some(lin) = layer.target_mut(t) {
+                    *lin = lin.merged(id.0);
+                }
             }
         }
         out.adapters.clear();
@@ -527,9 +622,9 @@ impl CausalLm {
         );
 
         let (cos, sin) = self.rope.cos_sin(&batch.positions, &device);
-        let d = self.config.head_dim;
-        let cos = cos.reshape([b, 1, t, d]);
-        let sin = sin.reshape([b, 1, t, d]);
+        let rd = self.rope.rotary_dim();
+        let cos = cos.reshape([b, 1, t, rd]);
+        let sin = sin.reshape([b, 1, t, rd]);
 
         let ids = Tensor::<2, Int>::from_data(
             TensorData::new(
@@ -568,21 +663,31 @@ impl CausalLm {
         let (nh, nkv, d) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim);
         let n1 = layer.input_layernorm.forward(x.clone());
         let attn = &layer.self_attn;
-        let q = attn
-            .q_proj
-            .forward(n1.clone(), slot, train)
-            .reshape([b, t, nh, d])
-            .swap_dims(1, 2);
-        let k = attn
-            .k_proj
-            .forward(n1.clone(), slot, train)
-            .reshape([b, t, nkv, d])
-            .swap_dims(1, 2);
-        let v = attn
-            .v_proj
-            .forward(n1, slot, train)
-            .reshape([b, t, nkv, d])
-            .swap_dims(1, 2);
+        let (q, k, v) = match &attn.qkv {
+            QkvProj::Separate(s) => (
+                s.q_proj.forward(n1.clone(), slot, train),
+                s.k_proj.forward(n1.clone(), slot, train),
+                s.v_proj.forward(n1, slot, train),
+            ),
+            QkvProj::Fused(l) => {
+                let qkv = l.forward(n1, slot, train);
+                let (qd, kvd) = (nh * d, nkv * d);
+                (
+                    qkv.clone().slice([0..b, 0..t, 0..qd]),
+                    qkv.clone().slice([0..b, 0..t, qd..qd + kvd]),
+                    qkv.slice([0..b, 0..t, qd + kvd..qd + 2 * kvd]),
+                )
+            }
+        };
+        let mut q = q.reshape([b, t, nh, d]);
+        let mut k = k.reshape([b, t, nkv, d]);
+        if let (Some(qn), Some(kn)) = (&attn.q_norm, &attn.k_norm) {
+            q = qn.forward(q);
+            k = kn.forward(k);
+        }
+        let q = q.swap_dims(1, 2);
+        let k = k.swap_dims(1, 2);
+        let v = v.reshape([b, t, nkv, d]).swap_dims(1, 2);
         let q = apply_rotary(q, cos.clone(), sin.clone());
         let mut k = apply_rotary(k, cos.clone(), sin.clone());
         let mut v = v;
@@ -620,9 +725,21 @@ impl CausalLm {
         let h = x + attn.o_proj.forward(ctx, slot, train);
         let n2 = layer.post_attention_layernorm.forward(h.clone());
         let mlp = &layer.mlp;
-        let gated = silu(mlp.gate_proj.forward(n2.clone(), slot, train))
-            * mlp.up_proj.forward(n2, slot, train);
-        h + mlp.down_proj.forward(gated, slot, train)
+        let (gate, up) = match &mlp.gate_up {
+            GateUpProj::Separate(s) => (
+                s.gate_proj.forward(n2.clone(), slot, train),
+                s.up_proj.forward(n2, slot, train),
+            ),
+            GateUpProj::Fused(l) => {
+                let i = c.intermediate_size;
+                let gu = l.forward(n2, slot, train);
+                (
+                    gu.clone().slice([0..b, 0..t, 0..i]),
+                    gu.slice([0..b, 0..t, i..2 * i]),
+                )
+            }
+        };
+        h + mlp.down_proj.forward(silu(gate) * up, slot, train)
     }
 
     /// Logits `[.., vocab]` of hidden states `[.., H]`.

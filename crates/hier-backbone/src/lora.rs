@@ -34,10 +34,29 @@ pub enum TargetModule {
     Up,
     /// `mlp.down_proj`
     Down,
+    /// `self_attn.qkv_proj` (Phi-3's fused q/k/v)
+    Qkv,
+    /// `mlp.gate_up_proj` (Phi-3's fused gate/up)
+    GateUp,
 }
 
 impl TargetModule {
-    /// All seven, in PEFT's "all-linear" order.
+    /// Every module any family has: a layer has either q/k/v or qkv, either gate/up or
+    /// gate_up (see [`crate::ModelConfig::linear_targets`]).
+    pub const EVERY: [TargetModule; 9] = [
+        Self::Q,
+        Self::K,
+        Self::V,
+        Self::Qkv,
+        Self::O,
+        Self::Gate,
+        Self::Up,
+        Self::GateUp,
+        Self::Down,
+    ];
+
+    /// The seven linear modules of a layer with separate projections (Llama, Qwen, Mistral),
+    /// in PEFT's "all-linear" order.
     pub const ALL: [TargetModule; 7] = [
         Self::Q,
         Self::K,
@@ -58,6 +77,8 @@ impl TargetModule {
             Self::Gate => "gate_proj",
             Self::Up => "up_proj",
             Self::Down => "down_proj",
+            Self::Qkv => "qkv_proj",
+            Self::GateUp => "gate_up_proj",
         }
     }
 
@@ -71,6 +92,8 @@ impl TargetModule {
             "gate_proj" | "gate" => Self::Gate,
             "up_proj" | "up" => Self::Up,
             "down_proj" | "down" => Self::Down,
+            "qkv_proj" | "qkv" => Self::Qkv,
+            "gate_up_proj" | "gate_up" => Self::GateUp,
             _ => return None,
         })
     }
@@ -85,6 +108,8 @@ impl TargetModule {
             Self::Gate => "mlp.gate_proj",
             Self::Up => "mlp.up_proj",
             Self::Down => "mlp.down_proj",
+            Self::Qkv => "self_attn.qkv_proj",
+            Self::GateUp => "mlp.gate_up_proj",
         }
     }
 }

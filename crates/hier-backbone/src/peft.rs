@@ -42,8 +42,9 @@ fn is_default(v: &Value) -> bool {
     }
 }
 
-/// Reads `adapter_config.json` into a [`LoraConfig`].
-pub fn read_adapter_config(path: &Path) -> Result<LoraConfig> {
+/// Reads `adapter_config.json` into a [`LoraConfig`]; `"all-linear"` means `all_linear` (the
+/// model's own linear modules, [`crate::ModelConfig::linear_targets`]).
+pub fn read_adapter_config(path: &Path, all_linear: &[TargetModule]) -> Result<LoraConfig> {
     let v = read_json(path)?;
     let m = v
         .as_object()
@@ -73,10 +74,10 @@ pub fn read_adapter_config(path: &Path) -> Result<LoraConfig> {
             .map(|x| {
                 x.as_str()
                     .and_then(TargetModule::parse)
-                    .ok_or_else(|| BackboneError::config(path, "target_modules", format!("{x} is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj")))
+                    .ok_or_else(|| BackboneError::config(path, "target_modules", format!("{x} is not one of q_proj, k_proj, v_proj, qkv_proj, o_proj, gate_proj, up_proj, gate_up_proj, down_proj")))
             })
             .collect::<Result<Vec<_>>>()?,
-        Some(Value::String(s)) if s == "all-linear" => TargetModule::ALL.to_vec(),
+        Some(Value::String(s)) if s == "all-linear" => all_linear.to_vec(),
         Some(other) => return Err(BackboneError::config(path, "target_modules", format!("{other} is not supported (a list of module names, or \"all-linear\")"))),
         None => return Err(BackboneError::config(path, "target_modules", "missing")),
     };
@@ -161,8 +162,7 @@ impl CausalLm {
             for &t in &spec.config.target_modules {
                 let pair = layer
                     .target(t)
-                    .lora
-                    .get(id.0)
+                    .and_then(|lin| lin.lora.get(id.0))
                     .and_then(Option::as_ref)
                     .ok_or_else(|| {
                         BackboneError::adapter(
@@ -190,7 +190,8 @@ impl CausalLm {
     /// Loads a PEFT adapter directory under `name` (replacing an adapter of that name).
     pub fn load_adapter(&mut self, name: &str, dir: &Path) -> Result<AdapterId> {
         let cfg_path = dir.join("adapter_config.json");
-        let config = read_adapter_config(&cfg_path)?;
+        let config = read_adapter_config(&cfg_path, self.config.linear_targets())?;
+        self.check_targets(name, &config.target_modules)?;
         let st_path = dir.join("adapter_model.safetensors");
         let mut tensors = read_safetensors(&st_path)?;
         let device = self.device();
@@ -198,7 +199,7 @@ impl CausalLm {
         for (l, layer) in self.layers.iter().enumerate() {
             let mut layer_pairs = Vec::new();
             for &t in &config.target_modules {
-                let [din, dout] = layer.target(t).dims();
+                let [din, dout] = layer.target(t).expect("check_targets").dims();
                 let mut take = |ab: &str, shape: [usize; 2]| -> Result<Tensor<2>> {
                     let k = key(l, t, ab);
                     let h = tensors

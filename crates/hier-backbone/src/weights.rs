@@ -14,7 +14,10 @@ use safetensors::{Dtype, SafeTensors};
 
 use crate::config::ModelConfig;
 use crate::error::{BackboneError, Result, read_json, write_atomic};
-use crate::llama::{Attention, CausalLm, DecoderLayer, Mlp, RmsNorm};
+use crate::llama::{
+    Attention, CausalLm, DecoderLayer, GateUpProj, Mlp, QkvProj, RmsNorm, SeparateGateUp,
+    SeparateQkv,
+};
 use crate::lora::LoraLinear;
 
 /// A tensor read from a checkpoint, converted to f32 on the host.
@@ -371,83 +374,55 @@ impl CausalLm {
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for l in 0..c.num_hidden_layers {
             let p = format!("model.layers.{l}");
-            let self_attn = Attention {
-                q_proj: take_linear(
-                    &mut src,
-                    &format!("{p}.self_attn.q_proj"),
-                    h,
-                    q,
-                    c.qkv_bias,
-                    device,
-                )?,
-                k_proj: take_linear(
-                    &mut src,
-                    &format!("{p}.self_attn.k_proj"),
-                    h,
-                    kv,
-                    c.qkv_bias,
-                    device,
-                )?,
-                v_proj: take_linear(
-                    &mut src,
-                    &format!("{p}.self_attn.v_proj"),
-                    h,
-                    kv,
-                    c.qkv_bias,
-                    device,
-                )?,
-                o_proj: take_linear(
-                    &mut src,
-                    &format!("{p}.self_attn.o_proj"),
-                    q,
-                    h,
-                    c.o_bias,
-                    device,
-                )?,
+            let mut lin = |name: &str, din: usize, dout: usize, bias: bool| {
+                take_linear(&mut src, &format!("{p}.{name}"), din, dout, bias, device)
             };
-            let mlp = Mlp {
-                gate_proj: take_linear(
-                    &mut src,
-                    &format!("{p}.mlp.gate_proj"),
-                    h,
-                    i,
-                    c.mlp_bias,
-                    device,
-                )?,
-                up_proj: take_linear(
-                    &mut src,
-                    &format!("{p}.mlp.up_proj"),
-                    h,
-                    i,
-                    c.mlp_bias,
-                    device,
-                )?,
-                down_proj: take_linear(
-                    &mut src,
-                    &format!("{p}.mlp.down_proj"),
-                    i,
-                    h,
-                    c.mlp_bias,
-                    device,
-                )?,
+            let qkv = if c.fused_projections {
+                QkvProj::Fused(lin("self_attn.qkv_proj", h, q + 2 * kv, c.qkv_bias)?)
+            } else {
+                QkvProj::Separate(SeparateQkv {
+                    q_proj: lin("self_attn.q_proj", h, q, c.qkv_bias)?,
+                    k_proj: lin("self_attn.k_proj", h, kv, c.qkv_bias)?,
+                    v_proj: lin("self_attn.v_proj", h, kv, c.qkv_bias)?,
+                })
             };
-            let input_layernorm = take_norm(
-                &mut src,
-                &format!("{p}.input_layernorm.weight"),
-                h,
-                c.rms_norm_eps,
-                device,
-            )?;
-            let post_attention_layernorm = take_norm(
-                &mut src,
-                &format!("{p}.post_attention_layernorm.weight"),
-                h,
-                c.rms_norm_eps,
-                device,
-            )?;
+            let o_proj = lin("self_attn.o_proj", q, h, c.o_bias)?;
+            let gate_up = if c.fused_projections {
+                GateUpProj::Fused(lin("mlp.gate_up_proj", h, 2 * i, c.mlp_bias)?)
+            } else {
+                GateUpProj::Separate(SeparateGateUp {
+                    gate_proj: lin("mlp.gate_proj", h, i, c.mlp_bias)?,
+                    up_proj: lin("mlp.up_proj", h, i, c.mlp_bias)?,
+                })
+            };
+            let down_proj = lin("mlp.down_proj", i, h, c.mlp_bias)?;
+            let mut norm = |name: &str, dim: usize| {
+                take_norm(
+                    &mut src,
+                    &format!("{p}.{name}.weight"),
+                    dim,
+                    c.rms_norm_eps,
+                    device,
+                )
+            };
+            let (q_norm, k_norm) = if c.qk_norm {
+                (
+                    Some(norm("self_attn.q_norm", c.head_dim)?),
+                    Some(norm("self_attn.k_norm", c.head_dim)?),
+                )
+            } else {
+                (None, None)
+            };
+            let input_layernorm = norm("input_layernorm", h)?;
+            let post_attention_layernorm = norm("post_attention_layernorm", h)?;
             layers.push(DecoderLayer {
-                self_attn,
-                mlp,
+                self_attn: Attention {
+                    qkv,
+                    o_proj,
+                    q_norm,
+                    k_norm,
+                },
+                mlp: Mlp { gate_up, down_proj },
                 input_layernorm,
                 post_attention_layernorm,
             });
@@ -500,12 +475,22 @@ impl CausalLm {
             host2(self.embed_tokens.val(), false),
         );
         for (l, layer) in self.layers.iter().enumerate() {
-            for t in crate::lora::TargetModule::ALL {
-                let lin = layer.target(t);
+            for (t, lin) in layer.linears() {
                 let p = format!("model.layers.{l}.{}", t.path());
                 out.insert(format!("{p}.weight"), host2(lin.weight.val(), true));
                 if let Some(b) = &lin.bias {
                     out.insert(format!("{p}.bias"), host1(b.val()));
+                }
+            }
+            for (name, norm) in [
+                ("q_norm", &layer.self_attn.q_norm),
+                ("k_norm", &layer.self_attn.k_norm),
+            ] {
+                if let Some(n) = norm {
+                    out.insert(
+                        format!("model.layers.{l}.self_attn.{name}.weight"),
+                        host1(n.weight.val()),
+                    );
                 }
             }
             out.insert(

@@ -89,7 +89,7 @@ fn only_the_chosen_adapter_gets_gradients() {
         .unwrap();
     let loss = out.logprobs.sum().neg();
     let grads = loss.backward();
-    let q = &lm.layers[0].self_attn.q_proj;
+    let q = lm.layers[0].target(TargetModule::Q).unwrap();
     assert!(
         q.weight.val().grad(&grads).is_none(),
         "frozen base weight got a gradient"

@@ -114,3 +114,24 @@ fn unsupported_peft_options_are_refused() {
         "a failed load must not register the adapter"
     );
 }
+
+#[test]
+fn adapter_targets_a_fused_model_lacks_are_named() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/phi3/model");
+    let mut lm = CausalLm::load(&dir, &Device::flex()).unwrap();
+    let cfg = hier_backbone::LoraConfig::new(2, 4.0, &[hier_backbone::TargetModule::Q]);
+    let e = lm.add_adapter("a", cfg).unwrap_err().to_string();
+    assert!(
+        e.contains("q_proj") && e.contains("phi3") && e.contains("qkv_proj"),
+        "{e}"
+    );
+    let fused = hier_backbone::LoraConfig::new(
+        2,
+        4.0,
+        &[
+            hier_backbone::TargetModule::Qkv,
+            hier_backbone::TargetModule::GateUp,
+        ],
+    );
+    lm.add_adapter("b", fused).unwrap();
+}

@@ -92,7 +92,7 @@ fn check_logits(lm: &CausalLm, r: &Value, label: &str) {
 
 #[test]
 fn tiny_models_match_transformers_gguf_loader() {
-    for name in ["llama-f32", "llama-q4k", "qwen2-q8"] {
+    for name in ["llama-f32", "llama-q4k", "qwen2-q8", "qwen3-q8"] {
         let r = reference(name);
         let path = fixtures().join(format!("{name}.gguf"));
         let lm = CausalLm::load(&path, &Device::flex()).unwrap();
@@ -102,7 +102,7 @@ fn tiny_models_match_transformers_gguf_loader() {
 
 #[test]
 fn tiny_tokenizers_match_transformers_gguf_loader() {
-    for name in ["llama-f32", "llama-q4k", "qwen2-q8"] {
+    for name in ["llama-f32", "llama-q4k", "qwen2-q8", "qwen3-q8"] {
         let r = reference(name);
         let tok = Tokenizer::load(&fixtures().join(format!("{name}.gguf"))).unwrap();
         let strings = r["strings"].as_array().unwrap();
@@ -123,7 +123,7 @@ fn tiny_tokenizers_match_transformers_gguf_loader() {
 #[test]
 fn converted_directory_loads_to_the_same_logits() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["llama-f32", "qwen2-q8"] {
+    for name in ["llama-f32", "qwen2-q8", "qwen3-q8"] {
         let file = GgufFile::open(&fixtures().join(format!("{name}.gguf"))).unwrap();
         let out = dir.path().join(name);
         write_hf_dir(&file, &out).unwrap();

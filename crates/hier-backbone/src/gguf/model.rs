@@ -1,10 +1,11 @@
 //! A GGUF file as a model: its hyper-parameters as a [`ModelConfig`] and its tensors under
 //! their Hugging Face names and in HF layout (a [`TensorSource`]).
 //!
-//! Architectures: `llama` (Llama 1–3, Mistral, SmolLM) and `qwen2`. llama.cpp's converter
+//! Architectures: `llama` (Llama 1–3, Mistral, SmolLM), `qwen2` and `qwen3` (per-head q/k
+//! norms `attn_q_norm`/`attn_k_norm`, head width from `attention.key_length`). llama.cpp's converter
 //! permutes the rows of a `llama` model's q and k projections so that its interleaved RoPE
-//! matches HF's rotate-half RoPE; [`unpermute_rows`] undoes that. `qwen2` files are stored
-//! as HF has them (llama.cpp runs them with NeoX-style RoPE). Llama-3.1-style RoPE scaling is
+//! matches HF's rotate-half RoPE; [`unpermute_rows`] undoes that. `qwen2`/`qwen3` files are
+//! stored as HF has them (llama.cpp runs them with NeoX-style RoPE). Llama-3.1-style RoPE scaling is
 //! stored as per-frequency divisors in `rope_freqs.weight`; they are matched against
 //! Llama-3's rule to recover its parameters, and refused when they match none.
 
@@ -12,12 +13,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use super::file::GgufFile;
-use crate::config::{Family, Llama3RopeScaling, ModelConfig};
+use crate::config::{Family, Llama3RopeScaling, ModelConfig, RopeScaling};
 use crate::error::{BackboneError, Result};
 use crate::weights::{HostTensor, InitKind, TensorSource};
 
 /// Architectures this crate reads from GGUF.
-pub const ARCHITECTURES: &str = "llama, qwen2";
+pub const ARCHITECTURES: &str = "llama, qwen2, qwen3";
 
 /// Per-architecture metadata keys (after `<arch>.`) that we read or that are harmless.
 const KNOWN_ARCH_KEYS: &[&str] = &[
@@ -94,6 +95,7 @@ impl GgufFile {
         match self.str_key(key)? {
             "llama" => Ok(Family::Llama),
             "qwen2" => Ok(Family::Qwen2),
+            "qwen3" => Ok(Family::Qwen3),
             other => Err(self.meta_err(
                 key,
                 format!("architecture `{other}` is not supported (supported: {ARCHITECTURES})"),
@@ -195,6 +197,15 @@ impl GgufFile {
                     "a qwen2 model has q/k/v biases and no others; this file's biases differ",
                 ));
             }
+            Family::Qwen3 if qkv_bias != o_bias || mlp_bias => {
+                return Err(self.meta_err(
+                    "general.architecture",
+                    "a qwen3 model has biases on all of q/k/v/o or none, and none in its MLP",
+                ));
+            }
+            Family::Qwen3 if !has("blk.0.attn_q_norm.weight") => {
+                return Err(self.missing("blk.0.attn_q_norm.weight"));
+            }
             Family::Llama if qkv_bias != o_bias => {
                 return Err(self.meta_err(
                     "general.architecture",
@@ -223,6 +234,9 @@ impl GgufFile {
                 .ok_or_else(|| self.meta_err(&k("attention.layer_norm_rms_epsilon"), "missing"))?,
             rope_theta,
             rope_scaling: None,
+            partial_rotary_factor: 1.0,
+            qk_norm: family == Family::Qwen3,
+            fused_projections: false,
             max_position_embeddings: self.opt_usize(&k("context_length"))?.unwrap_or(2048),
             tie_word_embeddings: !has("output.weight"),
             qkv_bias,
@@ -235,7 +249,9 @@ impl GgufFile {
         };
         if let Some(t) = self.tensor("rope_freqs.weight") {
             let factors = self.dequantize(t)?;
-            config.rope_scaling = Some(self.llama3_scaling_from(&config, &factors)?);
+            config.rope_scaling = Some(RopeScaling::Llama3(
+                self.llama3_scaling_from(&config, &factors)?,
+            ));
         }
         Ok(config)
     }
@@ -313,6 +329,8 @@ fn gguf_name(hf: &str) -> Option<String> {
     let g = match module {
         "input_layernorm" => "attn_norm",
         "post_attention_layernorm" => "ffn_norm",
+        "self_attn.q_norm" => "attn_q_norm",
+        "self_attn.k_norm" => "attn_k_norm",
         "self_attn.q_proj" => "attn_q",
         "self_attn.k_proj" => "attn_k",
         "self_attn.v_proj" => "attn_v",
@@ -398,6 +416,8 @@ fn hf_name(g: &str) -> Option<String> {
     let h = match module {
         "attn_norm" => "input_layernorm",
         "ffn_norm" => "post_attention_layernorm",
+        "attn_q_norm" => "self_attn.q_norm",
+        "attn_k_norm" => "self_attn.k_norm",
         "attn_q" => "self_attn.q_proj",
         "attn_k" => "self_attn.k_proj",
         "attn_v" => "self_attn.v_proj",

@@ -226,10 +226,8 @@ impl GgufFile {
         for (name, id) in &specials {
             cfg.insert((*name).into(), json!(tokens[*id]));
         }
-        if let Some(ctx) = self
-            .opt_usize("llama.context_length")?
-            .or(self.opt_usize("qwen2.context_length")?)
-        {
+        let arch = self.str_key("general.architecture").unwrap_or("llama");
+        if let Some(ctx) = self.opt_usize(&format!("{arch}.context_length"))? {
             cfg.insert("model_max_length".into(), json!(ctx));
         }
         if let Some(t) = self.get("tokenizer.chat_template") {
