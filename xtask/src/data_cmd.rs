@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 
-use hier_agents::demos::{self, BuildOptions, Segmenter};
 use hier_envs::Split;
+use hier_multi2::demos::{self, BuildOptions, Segmenter};
 
 #[derive(Subcommand, Debug)]
 pub enum DataCmd {
@@ -70,7 +70,7 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             segmenter,
         } => {
             let parsed: Split = split.parse()?;
-            let mut e = hier_agents::table1::open_env(&env).map_err(anyhow::Error::msg)?;
+            let mut e = hier_multi2::table1::open_env(&env)?;
             let segmenter = segmenter
                 .map(|s| {
                     serde_json::from_value::<Segmenter>(serde_json::Value::String(s.clone()))

@@ -115,8 +115,9 @@ fn reproduce_table1(
     out: Option<PathBuf>,
     model: Option<PathBuf>,
 ) -> Result<()> {
-    use hier_agents::table1::{BackboneSpec, Profile, run};
-    let mut p = Profile::from_file(&profile_file("table1", profile)).map_err(anyhow::Error::msg)?;
+    use hier_multi2::table1::{Profile, run};
+    use hier_train::stages::BackboneSpec;
+    let mut p = Profile::from_file(&profile_file("table1", profile))?;
     if let Some(e) = envs {
         p.envs = e;
         if let Some(a) = p.ablations.take_if(|a| !p.envs.contains(&a.env)) {
@@ -142,10 +143,9 @@ fn reproduce_steering(
     out: Option<PathBuf>,
     model: Option<PathBuf>,
 ) -> Result<()> {
-    use hier_agents::steering::{SteeringProfile, run};
-    use hier_agents::table1::BackboneSpec;
-    let mut p = SteeringProfile::from_file(&profile_file("steering", profile))
-        .map_err(anyhow::Error::msg)?;
+    use hier_steering::pipeline::{SteeringProfile, run};
+    use hier_train::stages::BackboneSpec;
+    let mut p = SteeringProfile::from_file(&profile_file("steering", profile))?;
     if let Some(m) = model {
         p.backbone = BackboneSpec::Hf { path: m };
     }
@@ -178,8 +178,8 @@ fn profile_file(what: &str, profile: &str) -> PathBuf {
     }
 }
 
-fn check_backbone(backbone: &hier_agents::table1::BackboneSpec, name: &str) -> Result<()> {
-    if let hier_agents::table1::BackboneSpec::Hf { path } = backbone
+fn check_backbone(backbone: &hier_train::stages::BackboneSpec, name: &str) -> Result<()> {
+    if let hier_train::stages::BackboneSpec::Hf { path } = backbone
         && !model_cmd::is_model(path)
     {
         bail!(
@@ -192,24 +192,24 @@ fn check_backbone(backbone: &hier_agents::table1::BackboneSpec, name: &str) -> R
 }
 
 /// Runs a pipeline into `out` (default `runs/<what>-<name>`) and says where its tables are.
-fn run_reproduce(
+fn run_reproduce<E: std::error::Error + Send + Sync + 'static>(
     what: &str,
     name: &str,
     device: &str,
     out: Option<PathBuf>,
     run: impl FnOnce(
-        &hier_agents::table1::RunConfig,
-    ) -> hier_agents::table1::Result<hier_agents::table1::Report>,
+        &hier_train::stages::RunConfig,
+    ) -> std::result::Result<hier_train::stages::Report, E>,
 ) -> Result<()> {
     let out = out.unwrap_or_else(|| PathBuf::from(format!("runs/{what}-{name}")));
-    let cfg = hier_agents::table1::RunConfig {
+    let cfg = hier_train::stages::RunConfig {
         out: out.clone(),
         device: hier_backbone::parse_device(device)?.autodiff(),
         progress: true,
         stop_after_stages: None,
     };
     let t = std::time::Instant::now();
-    let report = run(&cfg).map_err(anyhow::Error::msg)?;
+    let report = run(&cfg)?;
     let reused = report.stages.iter().filter(|s| s.cached).count();
     eprintln!(
         "{what} ({name}): {} stages ({reused} reused) in {:.1} min; see {}",
@@ -259,12 +259,12 @@ fn main() -> Result<()> {
             device,
         } => {
             let device = hier_backbone::parse_device(&device)?.autodiff();
-            let cfg = hier_agents::pretrain::PretrainConfig::from_file(&config)?;
-            let opts = hier_agents::pretrain::PretrainOptions {
+            let cfg = hier_train::pretrain::PretrainConfig::from_file(&config)?;
+            let opts = hier_train::RunOptions {
                 progress: true,
                 stop_after: None,
             };
-            let report = hier_agents::pretrain::pretrain(&cfg, &corpus, &out, &device, &opts)
+            let report = hier_train::pretrain::pretrain(&cfg, &corpus, &out, &device, &opts)
                 .with_context(|| format!("pretraining into {}", out.display()))?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(())

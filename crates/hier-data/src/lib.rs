@@ -1,7 +1,7 @@
 //! # hier-data
 //!
 //! The datasets of both methods, with no models and no environments (those live in
-//! `hier-envs`; `hier-agents` plays the experts and hands the episodes here):
+//! `hier-envs`; `hier-multi2` plays the experts and hands the episodes here):
 //!
 //! - [`schema`]: versioned records — System-1 examples ([`schema::Sys1Record`]), System-2
 //!   transitions ([`schema::Sys2Transition`]), flat trajectories for the flat baselines, and

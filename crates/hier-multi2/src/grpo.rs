@@ -1,0 +1,599 @@
+//! Outcome-reward GRPO on whole episodes (the paper's fine-tuned flat baseline), and the same
+//! update applied to the high level of a hierarchy (Glider's online phase, which updates the
+//! planner's decisions only).
+//!
+//! Every iteration: `tasks_per_iteration` training tasks, each played `group_size` times with
+//! the current adapter sampling; an episode's reward is its outcome,
+//! `r = 1` on success, else its final score clipped to `[0, 1]` (ScienceWorld's partial
+//! progress; 0 on TextCraft and ALFWorld failures). Advantages are TRL's group advantages
+//! over the episodes of one task (`hier_steer::grpo::group_advantages`); groups whose rewards
+//! are all equal carry no signal and are dropped. Every decision of an episode (each action of
+//! the flat policy; each subgoal of the planner) is a sample with its episode's advantage, and
+//! the adapter takes `epochs` passes of PPO-clip steps over them
+//! (`hier_steer::grpo::ppo_clip_loss`: ratio to the policy that played, clip ε, optional k3 KL
+//! to the frozen start with weight β).
+//!
+//! The trained adapter starts as an exact copy of `reference` (an SFT adapter). Resumable per
+//! iteration: the checkpoint holds the adapter, the optimiser and the iteration count.
+
+use std::path::Path;
+
+use hier_backbone::burn::module::Module;
+use hier_backbone::burn::optim::{GradientsParams, ModuleOptimizer};
+use hier_backbone::burn::tensor::{Tensor, TensorData};
+use hier_backbone::{CausalLm, Forward, SamplingConfig, Tokenizer};
+use hier_data::batch::{flat_prompt, planner_prompt};
+use hier_envs::{Env, Task};
+use hier_steer::grpo::{LossNormalisation, PpoConfig, StdScaling, group_advantages, ppo_clip_loss};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{RolloutConfig, rollout};
+use crate::error::{Error, Result};
+use hier_train::optim::clip_global_norm;
+use hier_train::policy::{BackbonePolicy, Trace};
+use hier_train::prompt::encode_pair;
+use hier_train::runlog::{RunOptions, pin_config};
+use hier_train::runlog::{append_line, keep_metrics_up_to, progress_bar, swap_in_dir};
+use hier_train::sft::{SftExample, padded, score_requests, scores_of};
+
+/// Which decisions GRPO trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Level {
+    /// A flat agent: every action.
+    Flat,
+    /// A hierarchy's planner: every subgoal (the executor acts, its replies are not trained).
+    Planner,
+}
+
+/// A GRPO run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrpoConfig {
+    /// The trained adapter, and the frozen adapter it starts from (the KL reference).
+    pub adapter: String,
+    pub reference: String,
+    pub level: Level,
+    /// Planner level: the executor's adapter (`None`: the trained adapter itself, as in
+    /// Glider, where one adapter plays both levels).
+    pub executor: Option<String>,
+    pub iterations: usize,
+    pub tasks_per_iteration: usize,
+    /// Episodes per task (G).
+    pub group_size: usize,
+    /// Passes over an iteration's samples, in batches of `batch_size`.
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub lr: f64,
+    pub weight_decay: f32,
+    pub grad_clip: f32,
+    /// PPO clip ε, KL weight β (0: no reference pass), std scaling of advantages.
+    pub clip_eps: f32,
+    pub beta: f32,
+    pub scale_std: bool,
+    pub rollout: RolloutConfig,
+    /// Sampling while playing (both levels).
+    pub max_tokens: usize,
+    pub planner_max_tokens: usize,
+    pub temperature: f32,
+    pub top_p: f32,
+    pub top_k: usize,
+    pub max_len: usize,
+    pub seed: u64,
+}
+
+impl GrpoConfig {
+    fn validate(&self) -> Result<()> {
+        if self.iterations == 0
+            || self.tasks_per_iteration == 0
+            || self.group_size < 2
+            || self.epochs == 0
+            || self.batch_size == 0
+        {
+            return Err(Error::Invalid(
+                "grpo: iterations, tasks_per_iteration, epochs and batch_size must be positive \
+                 and group_size at least 2"
+                    .into(),
+            ));
+        }
+        if self.adapter == self.reference {
+            return Err(Error::Invalid(
+                "grpo: the trained adapter must differ from its reference".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn sampling(&self, max_tokens: usize, seed: u64) -> SamplingConfig {
+        SamplingConfig {
+            max_new_tokens: max_tokens,
+            temperature: self.temperature,
+            top_k: Some(self.top_k),
+            top_p: Some(self.top_p),
+            seed,
+            use_cache: true,
+        }
+    }
+}
+
+/// One iteration's record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GrpoPoint {
+    pub iteration: usize,
+    pub episodes: usize,
+    pub mean_reward: f64,
+    pub success: f64,
+    /// Groups with any signal, samples trained, mean loss.
+    pub groups_used: usize,
+    pub samples: usize,
+    pub loss: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct State {
+    iteration: usize,
+    config: GrpoConfig,
+}
+
+/// The outcome reward of an episode.
+pub fn outcome_reward(trace: &Trace) -> f32 {
+    let ep = &trace.episode;
+    if ep.success {
+        1.0
+    } else {
+        ep.scores.last().copied().unwrap_or(0.0).clamp(0.0, 1.0) as f32
+    }
+}
+
+/// The trained decisions of an episode, as (prompt, target) text pairs.
+pub fn decisions(trace: &Trace, level: Level) -> Vec<(String, String)> {
+    let ep = &trace.episode;
+    match level {
+        Level::Flat => ep
+            .actions
+            .iter()
+            .enumerate()
+            .map(|(k, a)| {
+                (
+                    flat_prompt(&ep.task, &ep.actions[..k], &ep.observations[k]),
+                    a.clone(),
+                )
+            })
+            .collect(),
+        Level::Planner => {
+            let starts: Vec<usize> = trace.subgoals.iter().map(|(s, _)| *s).collect();
+            trace
+                .subgoals
+                .iter()
+                .enumerate()
+                .map(|(k, (start, g))| {
+                    // The planner saw the previous segment's actions (as in the rollout).
+                    let prev = if k == 0 { 0 } else { starts[k - 1] };
+                    let group = &ep.actions[prev.min(*start)..*start];
+                    (
+                        planner_prompt(&ep.task, group, &ep.observations[*start]),
+                        g.clone(),
+                    )
+                })
+                .collect()
+        }
+    }
+}
+
+/// `cfg.epochs` passes of PPO-clip steps (batches of `cfg.batch_size`, shuffled by `rng`) over
+/// `samples` — decisions with their episode's advantage — on adapter `id` (`cfg.adapter`).
+/// The ratio's denominator is the adapter before the first step (the policy that played);
+/// with `cfg.beta > 0` the k3 KL to `cfg.reference` is added. Returns every step's loss.
+pub fn ppo_passes(
+    mut lm: CausalLm,
+    id: hier_backbone::AdapterId,
+    optim: &mut ModuleOptimizer,
+    samples: &[(SftExample, f32)],
+    cfg: &GrpoConfig,
+    rng: &mut StdRng,
+) -> Result<(CausalLm, Vec<f64>)> {
+    let mut losses = Vec::new();
+    if samples.is_empty() {
+        return Ok((lm, losses));
+    }
+    let device = lm.device();
+    let ppo = PpoConfig {
+        eps_low: cfg.clip_eps,
+        eps_high: cfg.clip_eps,
+        beta: cfg.beta,
+        normalisation: LossNormalisation::Grpo,
+    };
+    let rows: Vec<SftExample> = samples.iter().map(|(e, _)| e.clone()).collect();
+    let (old, refs) = {
+        let inference = lm.valid();
+        let old = scores_of(&inference, id, &rows, cfg.batch_size)?;
+        let refs = if cfg.beta != 0.0 {
+            let r = inference.adapter_id(&cfg.reference)?;
+            Some(scores_of(&inference, r, &rows, cfg.batch_size)?)
+        } else {
+            None
+        };
+        (old, refs)
+    };
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    for _ in 0..cfg.epochs {
+        order.shuffle(rng);
+        for batch in order.chunks(cfg.batch_size) {
+            let chunk: Vec<SftExample> = batch.iter().map(|&i| rows[i].clone()).collect();
+            let s = lm.score(
+                &score_requests(&chunk),
+                Forward {
+                    adapter: Some(id),
+                    train: true,
+                },
+            )?;
+            let [_, c] = s.logprobs.dims();
+            let pick = |xs: &Vec<Vec<f32>>| {
+                padded(
+                    &batch.iter().map(|&i| &xs[i]).collect::<Vec<_>>(),
+                    c,
+                    &device,
+                )
+            };
+            let (old_t, ref_t) = (pick(&old), refs.as_ref().map(pick));
+            let adv: Vec<f32> = batch.iter().map(|&i| samples[i].1).collect();
+            let adv = Tensor::<1>::from_data(TensorData::new(adv, [batch.len()]), &device);
+            let out = ppo_clip_loss(s.logprobs, old_t, adv, s.mask, ref_t, &ppo)
+                .map_err(|e| Error::Invalid(e.to_string()))?;
+            let value = out.loss.clone().into_scalar::<f32>();
+            if !value.is_finite() {
+                return Err(Error::Invalid(format!(
+                    "grpo {}: loss became {value}; lower lr",
+                    cfg.adapter
+                )));
+            }
+            let mut grads = GradientsParams::from_grads(out.loss.backward(), &lm);
+            clip_global_norm(&lm, &mut grads, cfg.grad_clip);
+            lm = optim.step(cfg.lr, lm, grads);
+            losses.push(value as f64);
+        }
+    }
+    Ok((lm, losses))
+}
+
+/// Trains (or resumes) `cfg.adapter` from `cfg.reference` by GRPO on `train_tasks`; `lm` must
+/// live on an autodiff device and hold the reference (and, at the planner level, the executor).
+#[allow(clippy::too_many_arguments)]
+pub fn train_grpo(
+    mut lm: CausalLm,
+    tok: &Tokenizer,
+    envs: &mut [Box<dyn Env>],
+    train_tasks: &[Task],
+    cfg: &GrpoConfig,
+    out: &Path,
+    opts: &RunOptions,
+) -> Result<(CausalLm, Vec<GrpoPoint>)> {
+    cfg.validate()?;
+    if envs.is_empty() || train_tasks.is_empty() {
+        return Err(Error::Invalid(
+            "grpo: no environments or no training tasks".into(),
+        ));
+    }
+    std::fs::create_dir_all(out)?;
+    pin_config(
+        &out.join("grpo.json"),
+        &serde_json::to_string_pretty(cfg).expect("serialises"),
+    )?;
+    let reference = lm.adapter_id(&cfg.reference)?;
+    let ckpt = out.join("checkpoint");
+    let state_path = ckpt.join("state.json");
+    let mut optim = hier_train::optim::adamw(cfg.weight_decay);
+    let ckpt_err = |path: &Path, msg: String| Error::Checkpoint {
+        path: path.to_owned(),
+        msg,
+    };
+    let resumed = hier_train::runlog::resume_state(&state_path, cfg, |s: &State| &s.config)?;
+    let (id, start) = if let Some(state) = resumed {
+        let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
+        let p = ckpt.join("optimizer.bpk");
+        optim = optim.load(&p).map_err(|e| ckpt_err(&p, format!("{e:?}")))?;
+        (id, state.iteration)
+    } else {
+        // The trained adapter starts as an exact copy of the reference (through its PEFT
+        // files); a name already registered is replaced.
+        let init = out.join("init_adapter");
+        lm.save_adapter(reference, &init, None)?;
+        (lm.load_adapter(&cfg.adapter, &init)?, 0)
+    };
+    let metrics = out.join("metrics.jsonl");
+    keep_metrics_up_to(&metrics, start)?;
+    let curve_path = out.join("curve.jsonl");
+    let mut curve: Vec<GrpoPoint> = if start > 0 && curve_path.exists() {
+        std::fs::read_to_string(&curve_path)?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(start)
+            .map(|l| serde_json::from_str(l).map_err(|e| ckpt_err(&curve_path, e.to_string())))
+            .collect::<Result<_>>()?
+    } else {
+        Vec::new()
+    };
+    let text: String = curve
+        .iter()
+        .map(|p| serde_json::to_string(p).expect("serialises") + "\n")
+        .collect();
+    hier_backbone::write_atomic(&curve_path, text.as_bytes())?;
+    let scaling = if cfg.scale_std {
+        StdScaling::Group
+    } else {
+        StdScaling::None
+    };
+    let bar = progress_bar(
+        opts.progress,
+        cfg.iterations,
+        &format!("grpo {}", cfg.adapter),
+    );
+    bar.set_position(start as u64);
+    for it in start..cfg.iterations {
+        // 1. Play G episodes of each picked task with the current adapter.
+        let mut rng =
+            StdRng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ it as u64);
+        let mut pool: Vec<&Task> = train_tasks.iter().collect();
+        pool.shuffle(&mut rng);
+        let picked: Vec<Task> = pool
+            .into_iter()
+            .take(cfg.tasks_per_iteration)
+            .cloned()
+            .collect();
+        let episodes: Vec<Task> = picked
+            .iter()
+            .flat_map(|t| std::iter::repeat_n(t.clone(), cfg.group_size))
+            .collect();
+        let traces = {
+            let inference = lm.valid();
+            let me = inference.adapter_id(&cfg.adapter)?;
+            let seed = cfg.seed.wrapping_add(1_000_003 * it as u64);
+            let mut played = Vec::with_capacity(episodes.len());
+            let mut policy = BackbonePolicy::new(
+                &inference,
+                tok,
+                Some(me),
+                cfg.sampling(cfg.max_tokens, seed),
+            );
+            policy.max_prompt = Some(cfg.max_len.saturating_sub(cfg.max_tokens).max(1));
+            let mut planner = BackbonePolicy::new(
+                &inference,
+                tok,
+                Some(me),
+                cfg.sampling(cfg.planner_max_tokens, seed ^ 0x5EED),
+            );
+            planner.max_prompt = Some(cfg.max_len.saturating_sub(cfg.planner_max_tokens).max(1));
+            if let (Level::Planner, Some(e)) = (cfg.level, &cfg.executor) {
+                policy.adapter = Some(inference.adapter_id(e)?);
+            }
+            for chunk in episodes.chunks(envs.len()) {
+                let envs = &mut envs[..chunk.len()];
+                let t = match cfg.level {
+                    Level::Flat => {
+                        crate::flat::rollout_flat(envs, chunk, &mut policy, &cfg.rollout, "grpo")
+                    }
+                    Level::Planner => {
+                        rollout(envs, chunk, &mut planner, &mut policy, &cfg.rollout, "grpo")
+                    }
+                }?;
+                played.extend(t);
+            }
+            played
+        };
+        // 2. Group advantages per task.
+        let rewards: Vec<f32> = traces.iter().map(outcome_reward).collect();
+        let mut samples: Vec<(SftExample, f32)> = Vec::new();
+        let mut groups_used = 0;
+        for (g, group) in rewards.chunks(cfg.group_size).enumerate() {
+            let adv =
+                group_advantages(group, scaling).map_err(|e| Error::Invalid(e.to_string()))?;
+            if adv.zero_variance {
+                continue;
+            }
+            groups_used += 1;
+            for (k, a) in adv.advantages.iter().enumerate() {
+                let tr = &traces[g * cfg.group_size + k];
+                for (n, (prompt, target)) in decisions(tr, cfg.level).into_iter().enumerate() {
+                    let what = format!(
+                        "grpo iteration {it} episode {} decision {n}",
+                        g * cfg.group_size + k
+                    );
+                    samples.push((encode_pair(tok, &prompt, &target, cfg.max_len, &what)?, *a));
+                }
+            }
+        }
+        // 3. PPO-clip passes.
+        let (m, losses) = ppo_passes(lm, id, &mut optim, &samples, cfg, &mut rng)?;
+        lm = m;
+        let point = GrpoPoint {
+            iteration: it + 1,
+            episodes: traces.len(),
+            mean_reward: rewards.iter().map(|&r| r as f64).sum::<f64>()
+                / rewards.len().max(1) as f64,
+            success: 100.0 * traces.iter().filter(|t| t.episode.success).count() as f64
+                / traces.len().max(1) as f64,
+            groups_used,
+            samples: samples.len(),
+            loss: if losses.is_empty() {
+                0.0
+            } else {
+                losses.iter().sum::<f64>() / losses.len() as f64
+            },
+        };
+        append_line(
+            &metrics,
+            &serde_json::to_string(&point).expect("serialises"),
+        )?;
+        curve.push(point);
+        bar.inc(1);
+        swap_in_dir(&ckpt, |dir| -> Result<()> {
+            lm.save_adapter(id, &dir.join("adapter"), None)?;
+            let p = dir.join("optimizer.bpk");
+            optim.save(&p).map_err(|e| ckpt_err(&p, format!("{e:?}")))?;
+            let state = serde_json::to_string_pretty(&State {
+                iteration: it + 1,
+                config: cfg.clone(),
+            })
+            .expect("serialises");
+            hier_backbone::write_atomic(&dir.join("state.json"), state.as_bytes())?;
+            Ok(())
+        })?;
+        let text: String = curve
+            .iter()
+            .map(|p| serde_json::to_string(p).expect("serialises") + "\n")
+            .collect();
+        hier_backbone::write_atomic(&curve_path, text.as_bytes())?;
+        if opts.stop_after.is_some_and(|s| it + 1 >= s) {
+            bar.finish_and_clear();
+            return Ok((lm, curve));
+        }
+    }
+    bar.finish_and_clear();
+    lm.save_adapter(id, &out.join("adapter"), None)?;
+    Ok((lm, curve))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hier_data::build::Episode;
+
+    fn trace(actions: &[&str], scores: &[f64], success: bool, subgoals: &[(usize, &str)]) -> Trace {
+        Trace {
+            episode: Episode {
+                source: "env/1".into(),
+                task: "T".into(),
+                observations: (0..=actions.len()).map(|k| format!("o{k}")).collect(),
+                actions: actions.iter().map(|a| a.to_string()).collect(),
+                rewards: vec![0.0; actions.len()],
+                scores: scores.to_vec(),
+                done: success,
+                success,
+                origin: "test".into(),
+            },
+            subgoals: subgoals.iter().map(|(s, g)| (*s, g.to_string())).collect(),
+            flags: vec![false; actions.len()],
+            sys1_calls: subgoals.len(),
+            sys2_calls: actions.len(),
+            prompt_tokens: 0,
+            generated_tokens: 0,
+            notes: Vec::new(),
+        }
+    }
+
+    fn config() -> GrpoConfig {
+        GrpoConfig {
+            adapter: "grpo".into(),
+            reference: "ref".into(),
+            level: Level::Flat,
+            executor: None,
+            iterations: 1,
+            tasks_per_iteration: 1,
+            group_size: 2,
+            epochs: 4,
+            batch_size: 2,
+            lr: 2e-2,
+            weight_decay: 0.0,
+            grad_clip: 10.0,
+            clip_eps: 0.2,
+            beta: 0.0,
+            scale_std: true,
+            rollout: RolloutConfig::default(),
+            max_tokens: 8,
+            planner_max_tokens: 8,
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 50,
+            max_len: 64,
+            seed: 0,
+        }
+    }
+
+    /// PPO-clip passes raise the likelihood of decisions with positive advantage and lower
+    /// those with negative advantage, on the trained adapter only.
+    #[test]
+    fn updates_follow_the_sign_of_the_advantage() {
+        use hier_train::pretrain::TinyModelConfig;
+        use hier_train::sft::{add_seeded_adapter, lora_config};
+        let cfg = TinyModelConfig {
+            vocab_size: 64,
+            hidden_size: 32,
+            intermediate_size: 64,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            max_position_embeddings: 64,
+            rope_theta: 10000.0,
+            rms_norm_eps: 1e-5,
+            tie_word_embeddings: false,
+        };
+        let device = hier_backbone::burn::tensor::Device::flex().autodiff();
+        let mut lm = CausalLm::random(cfg.model_config().unwrap(), 3, &device).unwrap();
+        let lora = lora_config("test", 4, 8.0, &["q_proj".into(), "v_proj".into()]).unwrap();
+        let id = add_seeded_adapter(&mut lm, "grpo", lora.clone(), 1).unwrap();
+        let other = add_seeded_adapter(&mut lm, "ref", lora, 2).unwrap();
+        let good = SftExample {
+            prompt: vec![1, 5, 9, 11],
+            target: vec![20, 21],
+        };
+        let bad = SftExample {
+            prompt: vec![1, 5, 9, 11],
+            target: vec![30, 31],
+        };
+        let logp = |lm: &CausalLm, adapter| {
+            let v = scores_of(&lm.valid(), adapter, &[good.clone(), bad.clone()], 2).unwrap();
+            (v[0].iter().sum::<f32>(), v[1].iter().sum::<f32>())
+        };
+        let (g0, b0) = logp(&lm, id);
+        let ref0 = logp(&lm, other);
+        let mut optim = hier_backbone::burn::optim::AdamWConfig::new().init();
+        let mut rng = StdRng::seed_from_u64(0);
+        let samples = vec![(good.clone(), 1.0), (bad.clone(), -1.0)];
+        let (lm, losses) = ppo_passes(lm, id, &mut optim, &samples, &config(), &mut rng).unwrap();
+        assert_eq!(losses.len(), 4, "one step per batch per epoch");
+        let (g1, b1) = logp(&lm, id);
+        assert!(g1 > g0 + 0.1, "positive advantage: {g0} → {g1}");
+        assert!(b1 < b0 - 0.1, "negative advantage: {b0} → {b1}");
+        assert_eq!(logp(&lm, other), ref0, "other adapters are untouched");
+        // No sample, no step.
+        let mut optim = hier_backbone::burn::optim::AdamWConfig::new().init();
+        let (_, losses) = ppo_passes(lm, id, &mut optim, &[], &config(), &mut rng).unwrap();
+        assert!(losses.is_empty());
+    }
+
+    #[test]
+    fn rewards_are_outcomes_and_decisions_follow_the_level() {
+        assert_eq!(outcome_reward(&trace(&["a"], &[1.0], true, &[])), 1.0);
+        assert_eq!(
+            outcome_reward(&trace(&["a", "b"], &[0.2, 0.35], false, &[])),
+            0.35
+        );
+        assert_eq!(outcome_reward(&trace(&["a"], &[-1.0], false, &[])), 0.0);
+        assert_eq!(outcome_reward(&trace(&[], &[], false, &[])), 0.0);
+
+        let t = trace(&["a", "b", "c"], &[0.0; 3], false, &[(0, "g1"), (2, "g2")]);
+        let flat = decisions(&t, Level::Flat);
+        assert_eq!(flat.len(), 3);
+        assert_eq!(
+            flat[2],
+            (
+                flat_prompt("T", &["a".into(), "b".into()], "o2"),
+                "c".into()
+            )
+        );
+        let plan = decisions(&t, Level::Planner);
+        assert_eq!(
+            plan,
+            vec![
+                (planner_prompt("T", &[], "o0"), "g1".into()),
+                (
+                    planner_prompt("T", &["a".into(), "b".into()], "o2"),
+                    "g2".into()
+                ),
+            ]
+        );
+    }
+}

@@ -1,0 +1,483 @@
+//! The prompted, flat ReAct agent (Yao et al., 2023) and the pieces Reflexion and ADaPT build
+//! on: in-context demonstrations made from the training data, the chat-template prompt, the
+//! one-line reply protocol and a batched rollout.
+//!
+//! Protocol: every turn the model answers one line — `think: <reasoning>` (the environment is
+//! not stepped; the agent sees `OK.`), `finish: success|failure` (used by ADaPT's executor to
+//! end a sub-task), or an action for the environment. Thoughts count as turns, as in ReAct's
+//! ALFWorld setting, so an agent that only thinks runs out of turns.
+//!
+//! Demonstrations come from expert episodes of the training split: each action with the
+//! observation it produced, and a `think:` line wherever the expert's subgoal changes (the
+//! subgoal is the thought a ReAct annotator would write there). No weights are trained.
+//!
+//! The prompt is one user message rendered with the tokenizer's chat template (the tiny
+//! backbone's own or an instruct checkpoint's): the instruction and demonstrations first, the
+//! episode so far next, and the task restated last, so that a prompt cut in the middle
+//! ([`crate::roles::fit_prompt`]) loses old demonstrations, not the task.
+
+use std::collections::BTreeMap;
+
+use hier_backbone::{Message, Tokenizer};
+use hier_data::schema::{FlatTrajectory, Sys2Transition};
+use hier_envs::{Env, Task, step_all};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use hier_train::policy::{Reply, TextPolicy, Trace};
+
+/// Settings of the prompted agents.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptedSpec {
+    /// Demonstrations in every prompt.
+    pub demos: usize,
+    /// Characters kept of each observation inside a demonstration.
+    pub demo_obs_chars: usize,
+    /// Turns of the current episode shown (older ones are summarised by their count).
+    pub history: usize,
+    /// Prompt tokens at most (the middle is cut: [`crate::roles::fit_prompt`]).
+    pub max_prompt: usize,
+    /// Reflexion: trials per task (the paper reports pass@6) and reflections kept in memory.
+    pub reflexion_trials: usize,
+    pub reflexion_memory: usize,
+    /// Evaluation seeds of Reflexion (each seed costs up to `reflexion_trials` episodes).
+    pub reflexion_seeds: Vec<u64>,
+    /// ADaPT: deepest decomposition level (root = 0) and turns per executor attempt.
+    pub adapt_max_depth: usize,
+    pub adapt_executor_turns: usize,
+    /// Sampling of every prompted call.
+    pub max_tokens: usize,
+    pub temperature: f32,
+    pub top_p: f32,
+    pub top_k: usize,
+}
+
+/// One parsed reply.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Turn {
+    Think(String),
+    Act(String),
+    /// ADaPT's executor ends its sub-task, claiming success or failure.
+    Finish(bool),
+}
+
+/// Parses the first line of a reply (a leading `>` is dropped, keywords are case-insensitive).
+pub fn parse_turn(reply: &str) -> Turn {
+    let line = reply.lines().next().unwrap_or("").trim();
+    let line = line.strip_prefix('>').unwrap_or(line).trim();
+    let lower = line.to_ascii_lowercase();
+    if let Some(rest) = lower.strip_prefix("think:") {
+        return Turn::Think(line[line.len() - rest.len()..].trim().to_owned());
+    }
+    if let Some(rest) = lower.strip_prefix("finish:") {
+        return Turn::Finish(rest.trim().starts_with("success"));
+    }
+    Turn::Act(line.to_owned())
+}
+
+/// One turn of an episode as shown in prompts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// What the agent wrote (`think: …`, an action, `finish: …`).
+    pub line: String,
+    /// What it saw next (`OK.` after a thought).
+    pub observation: String,
+}
+
+fn clip(s: &str, chars: usize) -> String {
+    let s = s.trim();
+    match s.char_indices().nth(chars) {
+        Some((i, _)) => format!("{} …", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+/// Renders an episode: `Task: K`, `Obs: o_0`, then `> line` / observation per turn.
+pub fn render_episode(task: &str, first_obs: &str, steps: &[Step], obs_chars: usize) -> String {
+    let mut out = format!(
+        "Task: {}\nObs: {}\n",
+        task.trim(),
+        clip(first_obs, obs_chars)
+    );
+    for s in steps {
+        out.push_str(&format!(
+            "> {}\n{}\n",
+            s.line,
+            clip(&s.observation, obs_chars)
+        ));
+    }
+    out
+}
+
+/// A demonstration episode: the task, its first observation and its turns.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Demo {
+    pub task: String,
+    pub first_obs: String,
+    pub steps: Vec<Step>,
+    /// The expert's subgoals in order (ADaPT's planner demonstrations).
+    pub subgoals: Vec<String>,
+}
+
+/// Up to `n` successful expert episodes, spread over the data, as ReAct demonstrations: a
+/// `think: <subgoal>` turn wherever the subgoal changes, then the actions with what they
+/// produced. Episodes are matched to their task by `source`.
+pub fn demos(flat: &[FlatTrajectory], sys2: &[Sys2Transition], n: usize) -> Vec<Demo> {
+    let mut by_source: BTreeMap<&str, Vec<&Sys2Transition>> = BTreeMap::new();
+    for t in sys2 {
+        by_source.entry(t.source.as_str()).or_default().push(t);
+    }
+    let usable: Vec<&FlatTrajectory> = flat
+        .iter()
+        .filter(|f| f.success && by_source.contains_key(f.source.as_str()))
+        .collect();
+    if n == 0 || usable.is_empty() {
+        return Vec::new();
+    }
+    let picks: Vec<&FlatTrajectory> = (0..n.min(usable.len()))
+        .map(|k| usable[k * usable.len() / n.min(usable.len())])
+        .collect();
+    picks
+        .into_iter()
+        .map(|f| {
+            let ts = &by_source[f.source.as_str()];
+            let mut steps = Vec::new();
+            let mut subgoals: Vec<String> = Vec::new();
+            for t in ts {
+                if subgoals.last() != Some(&t.subgoal) {
+                    subgoals.push(t.subgoal.clone());
+                    steps.push(Step {
+                        line: format!("think: {}", t.subgoal),
+                        observation: "OK.".into(),
+                    });
+                }
+                steps.push(Step {
+                    line: t.action.clone(),
+                    observation: t.next_observation.clone(),
+                });
+            }
+            Demo {
+                task: f.task.clone(),
+                first_obs: f.observations.first().cloned().unwrap_or_default(),
+                steps,
+                subgoals,
+            }
+        })
+        .collect()
+}
+
+/// What the prompted agents share: the tokenizer (for its chat template), demonstrations and
+/// settings.
+pub struct Prompter<'a> {
+    pub tokenizer: &'a Tokenizer,
+    pub demos: Vec<Demo>,
+    pub spec: &'a PromptedSpec,
+}
+
+const ACT_RULES: &str = "You are an agent in a text environment. Each turn, answer with exactly \
+one line: either `think: <your reasoning>` to think (nothing happens), or the next command for \
+the environment.";
+
+impl Prompter<'_> {
+    /// One user message rendered with the chat template, ending where the assistant answers.
+    pub fn chat(&self, text: String) -> Result<String> {
+        self.tokenizer
+            .apply_chat_template(&[Message::new("user", &text)], true)
+            .map_err(|source| hier_train::Error::Tokenize {
+                what: "prompted agent: chat template".into(),
+                source,
+            })
+            .map_err(Error::from)
+    }
+
+    fn demo_block(&self, finish: bool) -> String {
+        let mut out = String::new();
+        for (k, d) in self.demos.iter().enumerate() {
+            out.push_str(&format!("Example {}:\n", k + 1));
+            out.push_str(&render_episode(
+                &d.task,
+                &d.first_obs,
+                &d.steps,
+                self.spec.demo_obs_chars,
+            ));
+            if finish {
+                out.push_str("> finish: success\n");
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The acting prompt: rules, demonstrations, memory (Reflexion), the episode so far (its
+    /// last `history` turns) and the task restated.
+    pub fn act_prompt(
+        &self,
+        task: &str,
+        first_obs: &str,
+        steps: &[Step],
+        memory: &[String],
+        finish: bool,
+    ) -> Result<String> {
+        let mut text = String::from(ACT_RULES);
+        if finish {
+            text.push_str(
+                " When the task is done, answer `finish: success`; if it cannot be done, \
+                 `finish: failure`.",
+            );
+        }
+        text.push_str("\n\n");
+        text.push_str(&self.demo_block(finish));
+        if !memory.is_empty() {
+            text.push_str("Lessons from your earlier attempts at this task:\n");
+            for m in memory {
+                text.push_str(&format!("- {m}\n"));
+            }
+            text.push('\n');
+        }
+        let shown = steps.len().saturating_sub(self.spec.history);
+        text.push_str("Now your task.\n");
+        if shown > 0 {
+            text.push_str(&format!("({shown} earlier turns not shown)\n"));
+        }
+        text.push_str(&render_episode(
+            task,
+            first_obs,
+            &steps[shown..],
+            usize::MAX,
+        ));
+        text.push_str(&format!("Your task: {}. Your next line:", task.trim()));
+        self.chat(text)
+    }
+
+    /// Reflexion's self-reflection prompt after a failed trial.
+    pub fn reflect_prompt(&self, task: &str, first_obs: &str, steps: &[Step]) -> Result<String> {
+        let shown = steps.len().saturating_sub(self.spec.history);
+        let text = format!(
+            "You tried a task in a text environment and did not complete it. Your attempt \
+             ({shown} early turns not shown):\n{}\nIn one line, say what went wrong and what \
+             you will do differently next time. Reflection:",
+            render_episode(task, first_obs, &steps[shown..], self.spec.demo_obs_chars)
+        );
+        self.chat(text)
+    }
+}
+
+/// An episode played by a prompted agent, turn by turn.
+pub struct PromptedEpisode {
+    pub trace: Trace,
+    pub steps: Vec<Step>,
+    pub turns: usize,
+    pub finished: bool,
+}
+
+impl PromptedEpisode {
+    pub fn first_obs(&self) -> &str {
+        &self.trace.episode.observations[0]
+    }
+
+    /// Charges one reply's tokens.
+    pub fn charge(&mut self, r: &Reply) {
+        self.trace.prompt_tokens += r.prompt_tokens;
+        self.trace.generated_tokens += r.generated_tokens;
+        self.trace.sys2_calls += 1;
+    }
+
+    /// Records a step of the environment; returns whether the episode ended.
+    pub fn record_step(&mut self, line: String, s: hier_envs::Step, max_steps: usize) -> bool {
+        let ep = &mut self.trace.episode;
+        ep.actions.push(line.clone());
+        ep.observations.push(s.observation.clone());
+        ep.rewards.push(s.reward);
+        ep.scores.push(s.score);
+        self.trace.flags.push(false);
+        self.steps.push(Step {
+            line,
+            observation: s.observation,
+        });
+        if s.done || ep.actions.len() >= max_steps {
+            ep.done = s.done;
+            ep.success = s.done && s.score >= 1.0;
+            self.finished = true;
+        }
+        self.finished
+    }
+
+    /// Records a thought (the environment is not stepped).
+    pub fn record_thought(&mut self, thought: String) {
+        let at = self.trace.episode.actions.len();
+        self.trace.notes.push((at, format!("think: {thought}")));
+        self.steps.push(Step {
+            line: format!("think: {thought}"),
+            observation: "OK.".into(),
+        });
+    }
+}
+
+/// Resets `envs[i]` to `tasks[i]`.
+pub fn start_episodes(
+    envs: &mut [Box<dyn Env>],
+    tasks: &[Task],
+    origin: &str,
+) -> Result<Vec<PromptedEpisode>> {
+    if envs.len() != tasks.len() {
+        return Err(Error::Invalid(format!(
+            "{} environments for {} tasks",
+            envs.len(),
+            tasks.len()
+        )));
+    }
+    envs.iter_mut()
+        .zip(tasks)
+        .map(|(env, task)| {
+            let r = env
+                .reset(task)
+                .map_err(|e| hier_train::Error::env(format!("reset {task}"), e))?;
+            Ok(PromptedEpisode {
+                trace: Trace::start(env.name(), task, r, origin),
+                steps: Vec::new(),
+                turns: 0,
+                finished: false,
+            })
+        })
+        .collect()
+}
+
+/// Plays `tasks[i]` on `envs[i]` with ReAct, all in lock step: at most `max_steps`
+/// environment steps and as many turns. `memory[i]` (Reflexion's reflections) is shown in
+/// episode `i`'s prompts.
+pub fn rollout_react(
+    envs: &mut [Box<dyn Env>],
+    tasks: &[Task],
+    policy: &mut dyn TextPolicy,
+    prompter: &Prompter<'_>,
+    memory: &[Vec<String>],
+    max_steps: usize,
+    origin: &str,
+) -> Result<Vec<PromptedEpisode>> {
+    let mut eps = start_episodes(envs, tasks, origin)?;
+    loop {
+        let active: Vec<usize> = (0..eps.len()).filter(|&i| !eps[i].finished).collect();
+        if active.is_empty() {
+            break;
+        }
+        let prompts = active
+            .iter()
+            .map(|&i| {
+                let e = &eps[i];
+                prompter.act_prompt(
+                    &e.trace.episode.task,
+                    e.first_obs(),
+                    &e.steps,
+                    memory.get(i).map(Vec::as_slice).unwrap_or(&[]),
+                    false,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let replies = policy.reply(&prompts)?;
+        let mut actions: Vec<Option<String>> = vec![None; eps.len()];
+        for (&i, r) in active.iter().zip(&replies) {
+            let e = &mut eps[i];
+            e.charge(r);
+            e.turns += 1;
+            match parse_turn(&r.text) {
+                Turn::Think(t) => e.record_thought(t),
+                // ReAct has no finish turn: the line goes to the environment as written.
+                Turn::Finish(_) | Turn::Act(_) => {
+                    let line = r.text.lines().next().unwrap_or("").trim();
+                    actions[i] = Some(line.strip_prefix('>').unwrap_or(line).trim().to_owned());
+                }
+            }
+            if actions[i].is_none() && e.turns >= max_steps {
+                e.finished = true;
+            }
+        }
+        let refs: Vec<Option<&str>> = actions.iter().map(|a| a.as_deref()).collect();
+        for (i, s) in step_all(envs, &refs).into_iter().enumerate() {
+            let Some(s) = s else { continue };
+            let e = &mut eps[i];
+            let s = s.map_err(|err| {
+                hier_train::Error::env(format!("{}: step", e.trace.episode.source), err)
+            })?;
+            let line = actions[i].take().expect("stepped");
+            e.record_step(line, s, max_steps);
+            if e.turns >= max_steps {
+                e.finished = true;
+            }
+        }
+    }
+    Ok(eps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_parse_into_turns() {
+        assert_eq!(
+            parse_turn("think: I need a mug\nmore"),
+            Turn::Think("I need a mug".into())
+        );
+        assert_eq!(
+            parse_turn("> Think: First X"),
+            Turn::Think("First X".into())
+        );
+        assert_eq!(parse_turn("finish: Success"), Turn::Finish(true));
+        assert_eq!(parse_turn("FINISH: failure"), Turn::Finish(false));
+        assert_eq!(
+            parse_turn(" > go to desk 1"),
+            Turn::Act("go to desk 1".into())
+        );
+    }
+
+    #[test]
+    fn demos_put_a_thought_where_the_subgoal_changes() {
+        let t = |g: &str, a: &str, o: &str, n: &str| Sys2Transition {
+            source: "env/1".into(),
+            subgoal: g.into(),
+            observation: o.into(),
+            action: a.into(),
+            subgoal_done: false,
+            reward: 0.0,
+            env_reward: 0.0,
+            next_observation: n.into(),
+            terminal: false,
+            segment: 0,
+            step: 0,
+        };
+        let sys2 = vec![
+            t("get wood", "get 1 log", "o0", "o1"),
+            t("get wood", "craft 4 planks", "o1", "o2"),
+            t("craft stick", "craft 4 sticks", "o2", "o3"),
+        ];
+        let flat = vec![FlatTrajectory {
+            source: "env/1".into(),
+            task: "craft stick".into(),
+            observations: vec!["o0".into(), "o1".into(), "o2".into(), "o3".into()],
+            actions: vec![],
+            rewards: vec![],
+            score: 1.0,
+            success: true,
+            origin: "expert".into(),
+        }];
+        let d = demos(&flat, &sys2, 3);
+        assert_eq!(d.len(), 1);
+        let lines: Vec<&str> = d[0].steps.iter().map(|s| s.line.as_str()).collect();
+        assert_eq!(
+            lines,
+            [
+                "think: get wood",
+                "get 1 log",
+                "craft 4 planks",
+                "think: craft stick",
+                "craft 4 sticks"
+            ]
+        );
+        assert_eq!(d[0].subgoals, ["get wood", "craft stick"]);
+        assert_eq!(
+            render_episode("craft stick", "o0", &d[0].steps[..2], 10),
+            "Task: craft stick\nObs: o0\n> think: get wood\nOK.\n> get 1 log\no1\n"
+        );
+    }
+}

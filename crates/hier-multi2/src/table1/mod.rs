@@ -1,0 +1,1119 @@
+//! `reproduce table1`: the whole Multi² pipeline as cached stages — expert data per
+//! environment, the backbone (a tiny one pre-trained from scratch on that text, or an HF
+//! checkpoint), System-1 SFT, System-2 offline RL, System-2 online RL, the comparison methods
+//! (flat SFT; Glider's shared-adapter hierarchy), evaluation on every split over seeds — then
+//! `table1.{md,json,csv}`.
+//!
+//! Every stage runs in `<out>/stages/<name>-<hash>/`, where the hash covers the stage's own
+//! settings and the hashes of the stages it reads, and is marked done by a `DONE` file written
+//! last. A second run skips done stages; a stage interrupted half-way resumes from its own
+//! checkpoint (the trainers are resumable). Changing a setting re-runs exactly the stages that
+//! depend on it.
+
+pub mod figures;
+pub mod report;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use hier_backbone::burn::module::Module;
+use hier_backbone::{CausalLm, SamplingConfig, Tokenizer};
+use hier_data::batch::{executor_prompt, flat_prompt, planner_prompt};
+use hier_data::io::read_all;
+use hier_data::schema::{FlatTrajectory, Sys1Record, Sys2Transition};
+use hier_envs::{Env, Split, Task};
+use serde::{Deserialize, Serialize};
+
+use crate::adapt::rollout_adapt;
+use crate::agent::{RolloutConfig, rollout};
+use crate::demos::{BuildOptions, build_dataset};
+use crate::flat::rollout_flat;
+use crate::grpo::{GrpoConfig, train_grpo};
+use crate::offline_rl::{OfflineRlConfig, train_offline_from};
+use crate::online_rl::{CurvePoint, OnlineRlConfig, train_online};
+use crate::react::{PromptedSpec, Prompter, rollout_react};
+use crate::reflexion::run_reflexion;
+use crate::roles::{
+    executor_examples, executor_rl_examples, flat_examples, planner_examples, planner_rl_examples,
+};
+use crate::sys2::Heads;
+use hier_train::eval::{EpisodeResult, Summary, expert_lengths, spread, summarise};
+use hier_train::policy::BackbonePolicy;
+use hier_train::runlog::RunOptions;
+use hier_train::sft::{SftSpec, sft_config};
+
+use crate::error::{Error, Result};
+pub use hier_train::stages::{BackboneSpec, Report, RunConfig, StageRecord};
+use hier_train::stages::{
+    Stages, backbone_stage, load, read_json, read_jsonl, run_pipeline, sft_stage, take, write_json,
+};
+
+/// Expert data per environment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSpec {
+    /// Training tasks played by the expert, spread over the train split.
+    pub train_episodes: usize,
+    /// Tokens per example at most (over-long prompts lose their middle: `roles::fit_prompt`).
+    pub max_len: usize,
+}
+
+/// Evaluation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalSpec {
+    /// Tasks per split at most, spread over the split.
+    pub tasks_per_split: usize,
+    /// One full pass over the tasks per seed.
+    pub seeds: Vec<u64>,
+    /// Environments stepped together.
+    pub parallel: usize,
+    pub rollout: RolloutConfig,
+    /// Decoding: System 1 greedy; System 2 and the flat policy sampled.
+    pub planner_max_tokens: usize,
+    pub executor_max_tokens: usize,
+    pub temperature: f32,
+    pub top_p: f32,
+    pub top_k: usize,
+}
+
+/// A `reproduce table1` profile (`configs/table1/<name>.toml`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    pub seed: u64,
+    pub envs: Vec<String>,
+    /// `multi2`, `flat-sft`, `glider`.
+    pub methods: Vec<String>,
+    pub backbone: BackboneSpec,
+    pub data: DataSpec,
+    pub sft: SftSpec,
+    pub offline: OfflineRlConfig,
+    pub online: OnlineRlConfig,
+    /// The GRPO baseline (flat, from the flat SFT adapter) and Glider's online phase (GRPO on
+    /// the planner's decisions of its shared adapter). `adapter`, `reference`, `max_len` and
+    /// `seed` are set by the pipeline.
+    pub grpo: GrpoConfig,
+    pub glider_online: GrpoConfig,
+    /// ReAct, Reflexion and ADaPT.
+    pub prompted: PromptedSpec,
+    pub eval: EvalSpec,
+    /// The ablation study (absent: none).
+    pub ablations: Option<AblationSpec>,
+}
+
+/// The ablations of METHODS.md A.2, on one environment, each variant trained once per seed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AblationSpec {
+    pub env: String,
+    /// Training seeds (the profile's seed reuses the main table's stages).
+    pub seeds: Vec<u64>,
+    /// Names from [`VARIANTS`].
+    pub variants: Vec<String>,
+    /// Evaluation: tasks per split (a spread subset of the main table's) and sampling seeds.
+    pub tasks_per_split: usize,
+    pub eval_seeds: Vec<u64>,
+}
+
+/// The ablation variants: Multi² itself, Multi² before its online phase, System 1 by RL with
+/// System 2 by SFT, both by SFT, both by RL, one flat model, one adapter for both roles, no
+/// policy-anchored term, no KL anchor, and the authors' released-code behaviour.
+pub const VARIANTS: [&str; 10] = [
+    "multi2",
+    "multi2-offline",
+    "paradigm-swap",
+    "only-sft",
+    "only-rl",
+    "flat",
+    "shared-adapter",
+    "vanilla-iql",
+    "vanilla-awac",
+    "released-code",
+];
+
+/// One ablation result: a variant trained with one seed, on one split.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AblationCell {
+    pub variant: String,
+    pub seed: u64,
+    pub env: String,
+    pub split: Split,
+    pub summary: Summary,
+}
+
+/// The methods this pipeline runs.
+pub const METHODS: [&str; 7] = [
+    "multi2",
+    "glider",
+    "grpo",
+    "react",
+    "reflexion",
+    "adapt",
+    "flat-sft",
+];
+/// The environments it knows.
+pub const ENVS: [&str; 3] = ["textcraft", "scienceworld", "alfworld"];
+
+impl Profile {
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let profile_error = |msg: String| Error::Profile {
+            path: path.into(),
+            msg,
+        };
+        let p: Profile = toml::from_str(&text).map_err(|e| profile_error(e.to_string()))?;
+        p.check().map_err(|e| profile_error(e.to_string()))?;
+        Ok(p)
+    }
+
+    pub fn check(&self) -> Result<()> {
+        if let Some(e) = self.envs.iter().find(|e| !ENVS.contains(&e.as_str())) {
+            return Err(Error::Invalid(format!(
+                "unknown environment `{e}`: expected one of {ENVS:?}"
+            )));
+        }
+        if let Some(m) = self.methods.iter().find(|m| !METHODS.contains(&m.as_str())) {
+            return Err(Error::Invalid(format!(
+                "unknown method `{m}`: expected one of {METHODS:?}"
+            )));
+        }
+        if self.envs.is_empty() || self.methods.is_empty() {
+            return Err(Error::Invalid("no environments or no methods".into()));
+        }
+        if self.eval.seeds.is_empty() || self.eval.parallel == 0 || self.eval.tasks_per_split == 0 {
+            return Err(Error::Invalid(
+                "eval needs seeds, parallel > 0 and tasks_per_split > 0".into(),
+            ));
+        }
+        if self.prompted.reflexion_seeds.is_empty() || self.prompted.reflexion_trials == 0 {
+            return Err(Error::Invalid(
+                "prompted: reflexion needs seeds and at least one trial".into(),
+            ));
+        }
+        if let Some(a) = &self.ablations {
+            if !self.envs.contains(&a.env) {
+                return Err(Error::Invalid(format!(
+                    "ablations.env = `{}` is not among envs {:?}",
+                    a.env, self.envs
+                )));
+            }
+            if let Some(v) = a.variants.iter().find(|v| !VARIANTS.contains(&v.as_str())) {
+                return Err(Error::Invalid(format!(
+                    "unknown ablation variant `{v}`: expected one of {VARIANTS:?}"
+                )));
+            }
+            if a.seeds.is_empty() || a.eval_seeds.is_empty() || a.tasks_per_split == 0 {
+                return Err(Error::Invalid(
+                    "ablations need seeds, eval_seeds and tasks_per_split > 0".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One cell of the table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    pub method: String,
+    pub env: String,
+    pub split: Split,
+    pub summary: Summary,
+}
+
+/// Opens an environment by name.
+pub fn open_env(name: &str) -> Result<Box<dyn Env>> {
+    use hier_envs::alfworld::AlfWorld;
+    use hier_envs::assets::Assets;
+    use hier_envs::scienceworld::{Config, ScienceWorld};
+    use hier_envs::textcraft::TextCraft;
+    Ok(match name {
+        "textcraft" => Box::new(TextCraft::from_assets()?),
+        "scienceworld" => Box::new(ScienceWorld::new(Config::from_assets()?)?),
+        "alfworld" => Box::new(AlfWorld::locate(&Assets::locate()?)?),
+        other => {
+            return Err(Error::Invalid(format!(
+                "unknown environment `{other}`: expected one of {ENVS:?}"
+            )));
+        }
+    })
+}
+
+fn open_envs(name: &str, n: usize) -> Result<Vec<Box<dyn Env>>> {
+    (0..n).map(|_| open_env(name)).collect()
+}
+
+/// The splits an environment evaluates on (TextCraft has no OOD split).
+fn eval_splits(env: &dyn Env) -> Result<Vec<(Split, Vec<Task>)>> {
+    let mut out = Vec::new();
+    for s in [Split::Id, Split::Ood] {
+        let tasks = env.tasks(s)?;
+        if !tasks.is_empty() {
+            out.push((s, tasks));
+        }
+    }
+    Ok(out)
+}
+
+/// One split's evaluation tasks and their experts' path lengths.
+type SplitTasks = (Split, Vec<Task>, Vec<Option<usize>>);
+
+struct EnvData {
+    sys1: Vec<Sys1Record>,
+    sys2: Vec<Sys2Transition>,
+    flat: Vec<FlatTrajectory>,
+}
+
+fn read_data(dir: &Path) -> Result<EnvData> {
+    Ok(EnvData {
+        sys1: read_all(dir.join("sys1.pcd"))?,
+        sys2: read_all(dir.join("sys2.pcd"))?,
+        flat: read_all(dir.join("flat.pcd"))?,
+    })
+}
+
+/// The pre-training corpus: every prompt with its target, one document each.
+fn corpus_text(data: &[EnvData]) -> String {
+    let mut out = String::new();
+    let mut doc = |s: String| {
+        out.push_str(s.trim_end());
+        out.push_str("\n\n");
+    };
+    for d in data {
+        for r in &d.sys1 {
+            doc(format!(
+                "{}{}",
+                planner_prompt(&r.task, &r.group_action, &r.observation),
+                r.subgoal
+            ));
+        }
+        for t in &d.sys2 {
+            doc(format!(
+                "{}{}",
+                executor_prompt(&t.subgoal, &t.observation),
+                t.target()
+            ));
+        }
+        for f in &d.flat {
+            for (k, a) in f.actions.iter().enumerate() {
+                doc(format!(
+                    "{}{a}",
+                    flat_prompt(&f.task, &f.actions[..k], &f.observations[k])
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Runs the pipeline of `profile` and writes `<out>/table1.{md,json,csv}`.
+pub fn run(profile: &Profile, cfg: &RunConfig) -> Result<Report> {
+    profile.check()?;
+    run_pipeline(profile, cfg, |st| run_stages(profile, cfg, st))
+}
+
+fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()> {
+    let started = Instant::now();
+    // 1. Expert data and evaluation tasks per environment.
+    let mut data_dirs = BTreeMap::new();
+    let mut task_dirs = BTreeMap::new();
+    for env_name in &profile.envs {
+        let key = serde_json::json!({"env": env_name, "data": profile.data, "seed": profile.seed});
+        let dir = st.run(&format!("data-{env_name}"), key, |dir| -> Result<()> {
+            let mut env = open_env(env_name)?;
+            let train = env.tasks(Split::Train)?;
+            let tasks = spread(&train, profile.data.train_episodes);
+            let opts = BuildOptions {
+                seed: profile.seed,
+                progress: cfg.progress,
+                ..BuildOptions::default()
+            };
+            build_dataset(env.as_mut(), &tasks, "train", dir, &opts)?;
+            Ok(())
+        })?;
+        data_dirs.insert(env_name.clone(), dir);
+        let key =
+            serde_json::json!({"env": env_name, "tasks_per_split": profile.eval.tasks_per_split});
+        let dir = st.run(&format!("tasks-{env_name}"), key, |dir| -> Result<()> {
+            let mut env = open_env(env_name)?;
+            let mut all = Vec::new();
+            for (split, tasks) in eval_splits(env.as_ref())? {
+                let picked = spread(&tasks, profile.eval.tasks_per_split);
+                let lengths = expert_lengths(env.as_mut(), &picked)?;
+                all.push((split, picked, lengths));
+            }
+            Ok(write_json(&dir.join("tasks.json"), &all)?)
+        })?;
+        task_dirs.insert(env_name.clone(), dir);
+    }
+    let data: Vec<EnvData> = profile
+        .envs
+        .iter()
+        .map(|e| read_data(&data_dirs[e]))
+        .collect::<Result<_>>()?;
+
+    // 2. The backbone.
+    let upstream: Vec<String> = data_dirs.values().map(|d| Stages::upstream(d)).collect();
+    let key = serde_json::json!({"backbone": profile.backbone, "data": upstream});
+    let (backbone_dir, backbone_key) = backbone_stage(
+        st,
+        "backbone",
+        &profile.backbone,
+        key,
+        || -> Result<String> { Ok(corpus_text(&data)) },
+    )?;
+    let tok = Tokenizer::load(&backbone_dir)?;
+    let mut lm = CausalLm::load(&backbone_dir, &cfg.device)?;
+    let max_len = profile.data.max_len;
+
+    // 3. Per environment: train every method, evaluate it.
+    let mut cells = Vec::new();
+    let mut ablation_cells = Vec::new();
+    let mut curves: BTreeMap<String, Vec<CurvePoint>> = BTreeMap::new();
+    // The main table first, for every environment; then the ablations (most of the compute),
+    // so that an interrupted run has its table's stages done.
+    for (ablating, (env_name, d)) in [false, true]
+        .into_iter()
+        .flat_map(|a| profile.envs.iter().zip(&data).map(move |x| (a, x)))
+    {
+        let data_key = Stages::upstream(&data_dirs[env_name]);
+        let eval_tasks: Vec<SplitTasks> = read_json(&task_dirs[env_name].join("tasks.json"))?;
+        let base =
+            serde_json::json!({"backbone": backbone_key, "data": data_key, "max_len": max_len});
+        let mut ctx = Ctx {
+            st: &mut *st,
+            lm: &mut lm,
+            tok: &tok,
+            profile,
+            cfg,
+            env: env_name,
+            d,
+            base,
+        };
+        for method in profile.methods.iter().filter(|_| !ablating) {
+            let trained = ctx.method(method, profile.seed)?;
+            if let Some(c) = &trained.curve {
+                curves.insert(env_name.clone(), c.clone());
+            }
+            let results = ctx.evaluate(
+                &format!("eval-{method}"),
+                method,
+                &trained,
+                &eval_tasks,
+                &profile.eval,
+            )?;
+            for (split, tasks, _) in &eval_tasks {
+                cells.push(Cell {
+                    method: method.clone(),
+                    env: env_name.clone(),
+                    split: *split,
+                    summary: summarise(&of_tasks(&results, tasks)),
+                });
+            }
+        }
+        // Ablations: each variant trained with every seed, evaluated on a subset.
+        let Some(ab) = profile
+            .ablations
+            .as_ref()
+            .filter(|a| ablating && &a.env == env_name)
+        else {
+            continue;
+        };
+        let tasks: Vec<SplitTasks> = eval_tasks
+            .iter()
+            .map(|(s, t, l)| {
+                let keep = spread(t, ab.tasks_per_split);
+                let lens = keep
+                    .iter()
+                    .map(|k| l[t.iter().position(|x| x == k).expect("spread picks from t")])
+                    .collect();
+                (*s, keep, lens)
+            })
+            .collect();
+        let spec = EvalSpec {
+            tasks_per_split: ab.tasks_per_split,
+            seeds: ab.eval_seeds.clone(),
+            ..profile.eval.clone()
+        };
+        for &seed in &ab.seeds {
+            for variant in &ab.variants {
+                let trained = ctx.variant(variant, seed)?;
+                let results = ctx.evaluate(
+                    &format!("ablation-{variant}-s{seed}"),
+                    variant,
+                    &trained,
+                    &tasks,
+                    &spec,
+                )?;
+                for (split, ts, _) in &tasks {
+                    ablation_cells.push(AblationCell {
+                        variant: variant.clone(),
+                        seed,
+                        env: env_name.clone(),
+                        split: *split,
+                        summary: summarise(&of_tasks(&results, ts)),
+                    });
+                }
+            }
+        }
+    }
+    crate::table1::report::write(
+        profile,
+        cfg,
+        &cells,
+        &ablation_cells,
+        &curves,
+        st.records(),
+        started.elapsed().as_secs_f64(),
+    )
+}
+
+fn of_tasks(results: &[EpisodeResult], tasks: &[Task]) -> Vec<EpisodeResult> {
+    results
+        .iter()
+        .filter(|r| tasks.contains(&r.task))
+        .cloned()
+        .collect()
+}
+
+/// How a trained (or prompted) method acts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Agent {
+    /// Two LoRA roles (the same name twice for one shared adapter).
+    Hierarchy {
+        planner: String,
+        executor: String,
+    },
+    Flat {
+        policy: String,
+    },
+    /// The base model prompted: ReAct, Reflexion over ReAct, ADaPT.
+    React,
+    Reflexion,
+    Adapt,
+}
+
+/// A method ready to evaluate: its agent, the stages it came from, and its online curve.
+struct Trained {
+    agent: Agent,
+    upstream: Vec<String>,
+    curve: Option<Vec<CurvePoint>>,
+}
+
+/// Two roles (one name twice for a shared adapter) made by the stages `up`.
+fn hier(planner: &Made, executor: &Made, up: Vec<&Made>) -> Trained {
+    Trained {
+        agent: Agent::Hierarchy {
+            planner: planner.adapter.clone(),
+            executor: executor.adapter.clone(),
+        },
+        upstream: up.into_iter().map(|m| m.key.clone()).collect(),
+        curve: None,
+    }
+}
+
+/// A trained adapter: its name and the stage that made it.
+#[derive(Clone)]
+struct Made {
+    adapter: String,
+    key: String,
+    dir: PathBuf,
+}
+
+/// What one environment's stages share.
+struct Ctx<'a, 'b> {
+    st: &'a mut Stages<'b>,
+    lm: &'a mut CausalLm,
+    tok: &'a Tokenizer,
+    profile: &'a Profile,
+    cfg: &'a RunConfig,
+    env: &'a str,
+    d: &'a EnvData,
+    base: serde_json::Value,
+}
+
+impl Ctx<'_, '_> {
+    /// Adapter names carry the training seed unless it is the profile's (whose stages the
+    /// main table and the ablations share).
+    fn name(&self, what: &str, seed: u64) -> String {
+        if seed == self.profile.seed {
+            format!("{}-{what}", self.env)
+        } else {
+            format!("{}-{what}-s{seed}", self.env)
+        }
+    }
+
+    fn max_len(&self) -> usize {
+        self.profile.data.max_len
+    }
+
+    /// LoRA SFT of one role: `sys1` (planner data), `sys2` (executor data), `flat`, or
+    /// `glider` (both levels into one adapter).
+    fn sft(&mut self, what: &str, seed: u64) -> Result<Made> {
+        // System 2's SFT adapter must not take the name of its offline-RL adapter.
+        let adapter = self.name(if what == "sys2" { "sys2-sft" } else { what }, seed);
+        let sft = sft_config(&self.profile.sft, &adapter, seed);
+        let (tok, d, max_len) = (self.tok, self.d, self.max_len());
+        let dir = sft_stage(
+            self.st,
+            self.lm,
+            &format!("sft-{what}-{}", self.env),
+            serde_json::json!({"base": self.base, "sft": sft}),
+            &sft,
+            self.cfg.progress,
+            || match what {
+                "sys1" => planner_examples(tok, &d.sys1, max_len),
+                "sys2" => executor_examples(tok, &d.sys2, max_len),
+                "flat" => flat_examples(tok, &d.flat, max_len),
+                "glider" => {
+                    let mut ex = planner_examples(tok, &d.sys1, max_len)?;
+                    ex.extend(executor_examples(tok, &d.sys2, max_len)?);
+                    Ok(ex)
+                }
+                other => Err(Error::Invalid(format!("no SFT data for `{other}`"))),
+            },
+        )?;
+        Ok(Made {
+            adapter,
+            key: Stages::upstream(&dir),
+            dir,
+        })
+    }
+
+    /// Offline RL: `sys2` (Multi²'s System 2), `iql` (λ = 0), `released` (the authors' code:
+    /// expectile 0.5, λ = 0), `sys1` (the planner by RL), `shared` (one adapter, both levels'
+    /// transitions, from the two-level SFT adapter), `glider` (λ = 0 from the two-level SFT
+    /// adapter, the low level's transitions).
+    fn offline(&mut self, what: &str, seed: u64) -> Result<Made> {
+        let init = match what {
+            "glider" | "shared" => Some(self.sft("glider", seed)?),
+            _ => None,
+        };
+        // The planner by RL must not take the name of the planner by SFT; Glider's offline
+        // phase keeps training its SFT adapter.
+        let adapter = self.name(if what == "sys1" { "sys1-rl" } else { what }, seed);
+        let mut off = OfflineRlConfig {
+            adapter: adapter.clone(),
+            seed,
+            ..self.profile.offline.clone()
+        };
+        match what {
+            "iql" | "glider" => off.lambda = 0.0,
+            "released" => {
+                off.lambda = 0.0;
+                off.critic.tau = 0.5;
+            }
+            "sys2" | "sys1" | "shared" => {}
+            other => return Err(Error::Invalid(format!("no offline RL recipe `{other}`"))),
+        }
+        let (tok, d, max_len) = (self.tok, self.d, self.max_len());
+        let data = match what {
+            "sys1" => planner_rl_examples(tok, &d.sys1, max_len)?,
+            "shared" => {
+                let mut ex = planner_rl_examples(tok, &d.sys1, max_len)?;
+                ex.extend(executor_rl_examples(tok, &d.sys2, max_len)?);
+                ex
+            }
+            _ => executor_rl_examples(tok, &d.sys2, max_len)?,
+        };
+        let stage = match what {
+            "sys2" => format!("offline-{}", self.env),
+            other => format!("offline-{other}-{}", self.env),
+        };
+        let key = match &init {
+            Some(i) => serde_json::json!({"base": self.base, "sft": i.key, "offline": off}),
+            None => serde_json::json!({"base": self.base, "offline": off}),
+        };
+        let dir = offline_stage(
+            self.st,
+            self.lm,
+            &stage,
+            key,
+            &off,
+            self.cfg.progress,
+            &data,
+            init.as_ref().map(|i| i.dir.join("adapter")).as_deref(),
+        )?;
+        Ok(Made {
+            adapter,
+            key: Stages::upstream(&dir),
+            dir,
+        })
+    }
+
+    /// Online RL of an offline System 2 under `planner`: `sys2` (Multi²), `awac` (η = 0),
+    /// `released` (k1 KL), or any other name for the profile's settings.
+    fn online(
+        &mut self,
+        what: &str,
+        seed: u64,
+        planner: &Made,
+        off: &Made,
+    ) -> Result<(Made, Vec<CurvePoint>)> {
+        let adapter = self.name(&format!("{what}-online"), seed);
+        let mut on = OnlineRlConfig {
+            adapter: adapter.clone(),
+            anchor: off.adapter.clone(),
+            planner: planner.adapter.clone(),
+            max_len: self.max_len(),
+            seed,
+            ..self.profile.online.clone()
+        };
+        match what {
+            "awac" => on.eta = 0.0,
+            "released" => {
+                on.kl = "k1".into();
+                on.critic.tau = 0.5;
+            }
+            _ => {}
+        }
+        let stage = match what {
+            "sys2" => format!("online-{}", self.env),
+            other => format!("online-{other}-{}", self.env),
+        };
+        let key = serde_json::json!({"base": self.base, "sys1": planner.key, "offline": off.key, "online": on});
+        let (lm, tok, cfg, env, d) = (&mut *self.lm, self.tok, self.cfg, self.env, self.d);
+        let parallel = self.profile.eval.parallel;
+        let dir = self.st.run(&stage, key, |dir| -> Result<()> {
+            let heads = Heads::load(
+                &off.dir.join("heads.safetensors"),
+                lm.config.hidden_size,
+                &cfg.device,
+            )?;
+            let ex = executor_rl_examples(tok, &d.sys2, on.max_len)?;
+            let mut envs = open_envs(env, on.episodes.min(parallel))?;
+            let train = envs[0].tasks(Split::Train)?;
+            let (m, _, _) = train_online(
+                take(lm),
+                heads,
+                tok,
+                ex,
+                &mut envs,
+                &train,
+                &on,
+                dir,
+                &RunOptions {
+                    progress: cfg.progress,
+                    stop_after: None,
+                },
+            )?;
+            *lm = m;
+            Ok(())
+        })?;
+        load(self.lm, &adapter, &dir.join("adapter"))?;
+        let curve = read_jsonl(&dir.join("curve.jsonl"))?;
+        Ok((
+            Made {
+                adapter,
+                key: Stages::upstream(&dir),
+                dir,
+            },
+            curve,
+        ))
+    }
+
+    /// GRPO from `reference`: `grpo` (flat, every action) or `glider-online` (the planner's
+    /// subgoals of the shared adapter).
+    fn grpo(&mut self, what: &str, seed: u64, reference: &Made) -> Result<Made> {
+        let adapter = self.name(what, seed);
+        let spec = match what {
+            "grpo" => &self.profile.grpo,
+            _ => &self.profile.glider_online,
+        };
+        let g = GrpoConfig {
+            adapter: adapter.clone(),
+            reference: reference.adapter.clone(),
+            max_len: self.max_len(),
+            seed,
+            ..spec.clone()
+        };
+        let key = serde_json::json!({"base": self.base, "reference": reference.key, "grpo": g});
+        let (lm, tok, cfg, env) = (&mut *self.lm, self.tok, self.cfg, self.env);
+        let parallel = self.profile.eval.parallel;
+        let dir = self
+            .st
+            .run(&format!("{what}-{}", self.env), key, |dir| -> Result<()> {
+                let mut envs =
+                    open_envs(env, (g.tasks_per_iteration * g.group_size).min(parallel))?;
+                let train = envs[0].tasks(Split::Train)?;
+                let opts = RunOptions {
+                    progress: cfg.progress,
+                    stop_after: None,
+                };
+                *lm = train_grpo(take(lm), tok, &mut envs, &train, &g, dir, &opts)?.0;
+                Ok(())
+            })?;
+        load(self.lm, &adapter, &dir.join("adapter"))?;
+        Ok(Made {
+            adapter,
+            key: Stages::upstream(&dir),
+            dir,
+        })
+    }
+
+    /// A Table-1 method.
+    fn method(&mut self, method: &str, seed: u64) -> Result<Trained> {
+        let prompted = |agent| Trained {
+            agent,
+            upstream: Vec::new(),
+            curve: None,
+        };
+        Ok(match method {
+            "multi2" => {
+                let sys1 = self.sft("sys1", seed)?;
+                let off = self.offline("sys2", seed)?;
+                let (on, curve) = self.online("sys2", seed, &sys1, &off)?;
+                Trained {
+                    curve: Some(curve),
+                    ..hier(&sys1, &on, vec![&sys1, &off, &on])
+                }
+            }
+            "flat-sft" => {
+                let f = self.sft("flat", seed)?;
+                Trained {
+                    agent: Agent::Flat {
+                        policy: f.adapter.clone(),
+                    },
+                    upstream: vec![f.key],
+                    curve: None,
+                }
+            }
+            "glider" => {
+                let off = self.offline("glider", seed)?;
+                let on = self.grpo("glider-online", seed, &off)?;
+                hier(&on, &on, vec![&off, &on])
+            }
+            "grpo" => {
+                let f = self.sft("flat", seed)?;
+                let g = self.grpo("grpo", seed, &f)?;
+                Trained {
+                    agent: Agent::Flat {
+                        policy: g.adapter.clone(),
+                    },
+                    upstream: vec![f.key, g.key],
+                    curve: None,
+                }
+            }
+            "react" => prompted(Agent::React),
+            "reflexion" => prompted(Agent::Reflexion),
+            "adapt" => prompted(Agent::Adapt),
+            other => return Err(Error::Invalid(format!("unknown method `{other}`"))),
+        })
+    }
+
+    /// An ablation variant (METHODS.md A.2), trained with `seed`.
+    fn variant(&mut self, variant: &str, seed: u64) -> Result<Trained> {
+        Ok(match variant {
+            "multi2" => self.method("multi2", seed)?,
+            "flat" => self.method("flat-sft", seed)?,
+            "multi2-offline" => {
+                let (s1, off) = (self.sft("sys1", seed)?, self.offline("sys2", seed)?);
+                hier(&s1, &off, vec![&s1, &off])
+            }
+            "paradigm-swap" => {
+                let (s1, s2) = (self.offline("sys1", seed)?, self.sft("sys2", seed)?);
+                hier(&s1, &s2, vec![&s1, &s2])
+            }
+            "only-sft" => {
+                let (s1, s2) = (self.sft("sys1", seed)?, self.sft("sys2", seed)?);
+                hier(&s1, &s2, vec![&s1, &s2])
+            }
+            "only-rl" => {
+                let (s1, off) = (self.offline("sys1", seed)?, self.offline("sys2", seed)?);
+                let (on, _) = self.online("only-rl", seed, &s1, &off)?;
+                hier(&s1, &on, vec![&s1, &off, &on])
+            }
+            "shared-adapter" => {
+                let sh = self.offline("shared", seed)?;
+                hier(&sh, &sh, vec![&sh])
+            }
+            "vanilla-iql" | "vanilla-awac" | "released-code" => {
+                let s1 = self.sft("sys1", seed)?;
+                let (off_what, on_what) = match variant {
+                    "vanilla-iql" => ("iql", "iql"),
+                    "vanilla-awac" => ("sys2", "awac"),
+                    _ => ("released", "released"),
+                };
+                let off = self.offline(off_what, seed)?;
+                let (on, _) = self.online(on_what, seed, &s1, &off)?;
+                hier(&s1, &on, vec![&s1, &off, &on])
+            }
+            other => return Err(Error::Invalid(format!("unknown ablation `{other}`"))),
+        })
+    }
+
+    /// Evaluates `trained` in stage `<stage>-<env>`; returns its episodes.
+    fn evaluate(
+        &mut self,
+        stage: &str,
+        method: &str,
+        trained: &Trained,
+        tasks: &[SplitTasks],
+        spec: &EvalSpec,
+    ) -> Result<Vec<EpisodeResult>> {
+        // The key of the Multi², flat and Glider evaluations predates the prompted agents.
+        let key = match &trained.agent {
+            Agent::Hierarchy { planner, executor } => {
+                serde_json::json!({"base": self.base, "method": method,
+                "planner": planner, "executor": executor, "trained": trained.upstream, "eval": spec})
+            }
+            Agent::Flat { policy } => serde_json::json!({"base": self.base, "method": method,
+                "planner": null, "executor": policy, "trained": trained.upstream, "eval": spec}),
+            prompted => serde_json::json!({"base": self.base, "method": method, "agent": prompted,
+                "prompted": self.profile.prompted, "eval": spec}),
+        };
+        let (lm, tok, env, d, max_len) = (&*self.lm, self.tok, self.env, self.d, self.max_len());
+        let (prompted, progress) = (&self.profile.prompted, self.cfg.progress);
+        let dir = self
+            .st
+            .run(&format!("{stage}-{}", self.env), key, |dir| -> Result<()> {
+                let (results, traces) = evaluate(
+                    lm,
+                    tok,
+                    env,
+                    d,
+                    &trained.agent,
+                    tasks,
+                    spec,
+                    prompted,
+                    max_len,
+                    progress,
+                )?;
+                let lines = |xs: Vec<String>| xs.into_iter().map(|l| l + "\n").collect::<String>();
+                // Every played episode in full (subgoals, actions, observations), to look at.
+                let played = lines(
+                    traces
+                        .iter()
+                        .map(|t| serde_json::to_string(t).expect("serialises"))
+                        .collect(),
+                );
+                hier_backbone::write_atomic(&dir.join("traces.jsonl"), played.as_bytes())?;
+                let text = lines(
+                    results
+                        .iter()
+                        .map(|r| serde_json::to_string(r).expect("serialises"))
+                        .collect(),
+                );
+                Ok(hier_backbone::write_atomic(
+                    &dir.join("episodes.jsonl"),
+                    text.as_bytes(),
+                )?)
+            })?;
+        Ok(read_jsonl(&dir.join("episodes.jsonl"))?)
+    }
+}
+
+/// Plays every evaluation task once per seed.
+#[allow(clippy::too_many_arguments)]
+fn evaluate(
+    lm: &CausalLm,
+    tok: &Tokenizer,
+    env_name: &str,
+    d: &EnvData,
+    agent: &Agent,
+    eval_tasks: &[SplitTasks],
+    spec: &EvalSpec,
+    prompted: &PromptedSpec,
+    max_len: usize,
+    progress: bool,
+) -> Result<(Vec<EpisodeResult>, Vec<hier_train::policy::Trace>)> {
+    let inference = lm.valid();
+    let id = |name: &str| inference.adapter_id(name);
+    let all: Vec<(Task, Option<usize>)> = eval_tasks
+        .iter()
+        .flat_map(|(_, t, l)| t.iter().cloned().zip(l.iter().copied()))
+        .collect();
+    let mut envs = open_envs(env_name, spec.parallel.min(all.len()))?;
+    let seeds = match agent {
+        Agent::Reflexion => &prompted.reflexion_seeds,
+        _ => &spec.seeds,
+    };
+    let what = match agent {
+        Agent::Hierarchy { executor, .. } => executor.clone(),
+        Agent::Flat { policy } => policy.clone(),
+        other => format!("{other:?}").to_lowercase(),
+    };
+    let bar = hier_train::runlog::progress_bar(
+        progress,
+        all.len() * seeds.len(),
+        &format!("eval {what}"),
+    );
+    let prompter = Prompter {
+        tokenizer: tok,
+        demos: crate::react::demos(&d.flat, &d.sys2, prompted.demos),
+        spec: prompted,
+    };
+    let (mut out, mut played) = (Vec::new(), Vec::new());
+    for &seed in seeds {
+        let sampling = |max_new_tokens| SamplingConfig {
+            max_new_tokens,
+            temperature: spec.temperature,
+            top_k: Some(spec.top_k),
+            top_p: Some(spec.top_p),
+            seed,
+            use_cache: true,
+        };
+        let role = |adapter, sampling, max_prompt| {
+            let mut p = BackbonePolicy::new(&inference, tok, adapter, sampling);
+            p.max_prompt = Some(max_prompt);
+            p
+        };
+        let fit = |budget: usize| max_len.saturating_sub(budget).max(1);
+        let (mut exec, mut plan) = match agent {
+            Agent::Hierarchy { planner, executor } => (
+                role(
+                    Some(id(executor)?),
+                    sampling(spec.executor_max_tokens),
+                    fit(spec.executor_max_tokens),
+                ),
+                Some(role(
+                    Some(id(planner)?),
+                    SamplingConfig::greedy(spec.planner_max_tokens),
+                    fit(spec.planner_max_tokens),
+                )),
+            ),
+            Agent::Flat { policy } => (
+                role(
+                    Some(id(policy)?),
+                    sampling(spec.executor_max_tokens),
+                    fit(spec.executor_max_tokens),
+                ),
+                None,
+            ),
+            _ => {
+                let s = SamplingConfig {
+                    max_new_tokens: prompted.max_tokens,
+                    temperature: prompted.temperature,
+                    top_k: Some(prompted.top_k),
+                    top_p: Some(prompted.top_p),
+                    seed,
+                    use_cache: true,
+                };
+                (role(None, s, prompted.max_prompt), None)
+            }
+        };
+        for chunk in all.chunks(envs.len()) {
+            let tasks: Vec<Task> = chunk.iter().map(|(t, _)| t.clone()).collect();
+            let envs = &mut envs[..tasks.len()];
+            let steps = spec.rollout.max_steps;
+            if let Agent::Reflexion = agent {
+                let runs = run_reflexion(envs, &tasks, &mut exec, &prompter, steps, "eval")?;
+                for (run, (task, len)) in runs.into_iter().zip(chunk) {
+                    let last = run.trials.last().expect("at least one trial");
+                    let mut r = EpisodeResult::of(last, task, seed, *len);
+                    r.success = run.pass_at(prompter.spec.reflexion_trials);
+                    r.pass1 = Some(run.pass_at(1));
+                    r.tokens = run.tokens();
+                    r.steps = run.trials.iter().map(|t| t.episode.actions.len()).sum();
+                    out.push(r);
+                    played.extend(run.trials);
+                }
+                bar.inc(tasks.len() as u64);
+                continue;
+            }
+            let traces = match (agent, plan.as_mut()) {
+                (Agent::Hierarchy { .. }, Some(p)) => {
+                    rollout(envs, &tasks, p, &mut exec, &spec.rollout, "eval")?
+                }
+                (Agent::Flat { .. }, _) => {
+                    rollout_flat(envs, &tasks, &mut exec, &spec.rollout, "eval")?
+                }
+                (Agent::React, _) => {
+                    rollout_react(envs, &tasks, &mut exec, &prompter, &[], steps, "eval")?
+                        .into_iter()
+                        .map(|e| e.trace)
+                        .collect()
+                }
+                (Agent::Adapt, _) => {
+                    rollout_adapt(envs, &tasks, &mut exec, &prompter, steps, "eval")?
+                }
+                _ => unreachable!("every agent is handled"),
+            };
+            for (tr, (task, len)) in traces.iter().zip(chunk) {
+                out.push(EpisodeResult::of(tr, task, seed, *len));
+            }
+            played.extend(traces);
+            bar.inc(tasks.len() as u64);
+        }
+    }
+    bar.finish_and_clear();
+    Ok((out, played))
+}
+
+/// An offline-RL stage: trains `off.adapter` (from `init`, or fresh) unless the stage is
+/// done, then installs the stage's adapter.
+#[allow(clippy::too_many_arguments)]
+fn offline_stage(
+    st: &mut Stages<'_>,
+    lm: &mut CausalLm,
+    name: &str,
+    key: serde_json::Value,
+    off: &OfflineRlConfig,
+    progress: bool,
+    data: &[crate::roles::RlExample],
+    init: Option<&Path>,
+) -> Result<PathBuf> {
+    let dir = st.run(name, key, |dir| -> Result<()> {
+        let opts = RunOptions {
+            progress,
+            stop_after: None,
+        };
+        *lm = train_offline_from(take(lm), data, off, dir, &opts, init)?.0;
+        Ok(())
+    })?;
+    load(lm, &off.adapter, &dir.join("adapter"))?;
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configs() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs/table1")
+    }
+
+    #[test]
+    fn every_profile_parses_and_bad_keys_name_the_file() {
+        for name in ["smoke", "small", "paper"] {
+            let p = Profile::from_file(&configs().join(format!("{name}.toml"))).unwrap();
+            assert_eq!(p.name, name);
+        }
+        let paper = Profile::from_file(&configs().join("paper.toml")).unwrap();
+        assert!(matches!(paper.backbone, BackboneSpec::Hf { .. }));
+        assert_eq!(
+            (paper.offline.actor_lr, paper.offline.critic_lr),
+            (1e-4, 1e-5)
+        );
+        assert_eq!((paper.online.actor_lr, paper.online.eta), (1e-5, 0.02));
+        assert_eq!(paper.offline.critic.tau, 0.7);
+
+        let dir = tempfile::tempdir().unwrap();
+        let text = std::fs::read_to_string(configs().join("smoke.toml")).unwrap();
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(
+            &bad,
+            text.replace("lambda = 7.0", "lambda = 7.0\nlamda = 1.0"),
+        )
+        .unwrap();
+        let err = Profile::from_file(&bad).unwrap_err().to_string();
+        assert!(err.contains("bad.toml") && err.contains("lamda"), "{err}");
+        std::fs::write(
+            &bad,
+            text.replace("\"flat-sft\"]", "\"flat-sft\", \"ppo\"]"),
+        )
+        .unwrap();
+        let err = Profile::from_file(&bad).unwrap_err().to_string();
+        assert!(err.contains("unknown method `ppo`"), "{err}");
+        std::fs::write(&bad, text.replace("\"only-sft\",", "\"only-sfts\",")).unwrap();
+        let err = Profile::from_file(&bad).unwrap_err().to_string();
+        assert!(
+            err.contains("unknown ablation variant `only-sfts`"),
+            "{err}"
+        );
+    }
+}

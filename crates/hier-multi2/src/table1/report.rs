@@ -1,0 +1,339 @@
+//! The outputs of `reproduce table1`: `table1.md` (ours, then the paper's numbers in a
+//! separate, labelled table, then the ablations), `table1.json` (everything), `table1.csv` (one
+//! row per cell), `ablations.csv` (one row per variant, seed and split) and the figures.
+
+use std::collections::BTreeMap;
+
+use hier_envs::Split;
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::online_rl::CurvePoint;
+use crate::table1::{AblationCell, Cell, Profile, RunConfig, StageRecord};
+use hier_train::metrics::estimate;
+use hier_train::metrics::token_efficiency;
+use hier_train::stages::write_json;
+
+/// The paper's Table 1 (success %, Llama-3.1 8B Instruct; METHODS.md A.2): `(method, SciW ID,
+/// SciW OOD, ALFW ID, ALFW OOD, TextCraft)`. Shown beside ours, never mixed into our columns.
+pub const PAPER_LLAMA_8B: [(&str, [f64; 5]); 6] = [
+    ("ReAct", [23.23, 10.30, 6.72, 7.46, 9.00]),
+    ("Reflexion", [23.20, 6.97, 35.71, 29.29, 11.00]),
+    ("ADaPT", [26.20, 12.27, 11.54, 6.41, 5.00]),
+    ("GRPO", [25.79, 4.61, 8.57, 7.50, 5.50]),
+    ("Glider", [60.48, 34.36, 43.57, 37.86, 9.50]),
+    ("Multi²", [67.61, 30.68, 57.86, 56.43, 35.60]),
+];
+
+/// Columns in the paper's order.
+const COLUMNS: [(&str, Split, &str); 5] = [
+    ("scienceworld", Split::Id, "SciW ID"),
+    ("scienceworld", Split::Ood, "SciW OOD"),
+    ("alfworld", Split::Id, "ALFW ID"),
+    ("alfworld", Split::Ood, "ALFW OOD"),
+    ("textcraft", Split::Id, "TextCraft"),
+];
+
+/// How a method is named in tables and figures.
+pub fn method_label(m: &str) -> &str {
+    match m {
+        "multi2" => "Multi²",
+        "flat-sft" => "Flat SFT",
+        "glider" => "Glider",
+        "grpo" => "GRPO",
+        "react" => "ReAct",
+        "reflexion" => "Reflexion",
+        "adapt" => "ADaPT",
+        other => other,
+    }
+}
+
+/// One variant's ablation results on one split: success % and mean final score per seed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AblationRow {
+    pub variant: String,
+    pub split: Split,
+    pub seeds: Vec<u64>,
+    pub success: Vec<f64>,
+    pub mean_score: Vec<f64>,
+}
+
+/// Groups ablation cells by (variant, split), in the profile's variant order.
+pub fn ablation_rows(profile: &Profile, cells: &[AblationCell]) -> Vec<AblationRow> {
+    let Some(ab) = &profile.ablations else {
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    for v in &ab.variants {
+        for split in [Split::Id, Split::Ood] {
+            let xs: Vec<&AblationCell> = cells
+                .iter()
+                .filter(|c| &c.variant == v && c.split == split)
+                .collect();
+            if xs.is_empty() {
+                continue;
+            }
+            rows.push(AblationRow {
+                variant: v.clone(),
+                split,
+                seeds: xs.iter().map(|c| c.seed).collect(),
+                success: xs.iter().map(|c| c.summary.success.mean).collect(),
+                mean_score: xs.iter().map(|c| c.summary.mean_score).collect(),
+            });
+        }
+    }
+    rows
+}
+
+#[derive(Serialize)]
+struct Json<'a> {
+    profile: &'a Profile,
+    commit: Option<String>,
+    wall_seconds: f64,
+    cells: &'a [Cell],
+    /// Success per token relative to ReAct on the same column (absent where undefined, e.g.
+    /// when ReAct solves nothing).
+    token_efficiency_vs_react: BTreeMap<String, f64>,
+    ablations: Vec<AblationRow>,
+    ablation_cells: &'a [AblationCell],
+    learning_curves: &'a BTreeMap<String, Vec<CurvePoint>>,
+    stages: &'a [StageRecord],
+    paper_llama_3_1_8b: Vec<(&'static str, [f64; 5])>,
+}
+
+fn commit() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Writes `table1.{md,json,csv}` and the figures into `cfg.out`.
+pub fn write(
+    profile: &Profile,
+    cfg: &RunConfig,
+    cells: &[Cell],
+    ablation_cells: &[AblationCell],
+    curves: &BTreeMap<String, Vec<CurvePoint>>,
+    stages: &[StageRecord],
+    wall_seconds: f64,
+) -> Result<()> {
+    let find = |m: &str, env: &str, split: Split| {
+        cells
+            .iter()
+            .find(|c| c.method == m && c.env == env && c.split == split)
+    };
+    // Token efficiency (success per token) relative to ReAct on the same column.
+    let mut eff = BTreeMap::new();
+    for c in cells {
+        if let Some(r) = find("react", &c.env, c.split) {
+            let e = token_efficiency(
+                c.summary.success.mean,
+                c.summary.mean_tokens,
+                r.summary.success.mean,
+                r.summary.mean_tokens,
+            );
+            if e.is_finite() {
+                eff.insert(format!("{}/{}/{:?}", c.method, c.env, c.split), e);
+            }
+        }
+    }
+    let commit = commit();
+    let mut md = String::new();
+    md.push_str(&format!(
+        "# Table 1 — profile `{}`\n\nCommit `{}`, wall time {:.1} min (stages done before this run count as 0), evaluation seeds {:?}, at most {} tasks per split.\n\n",
+        profile.name,
+        commit.as_deref().unwrap_or("unknown"),
+        wall_seconds / 60.0,
+        profile.eval.seeds,
+        profile.eval.tasks_per_split
+    ));
+    md.push_str("## Ours: success % (mean over seeds ± 95 % t-interval half-width)\n\n");
+    md.push_str("| Method |");
+    for (_, _, label) in COLUMNS {
+        md.push_str(&format!(" {label} |"));
+    }
+    md.push_str("\n|---|---|---|---|---|---|\n");
+    for m in &profile.methods {
+        md.push_str(&format!("| {} |", method_label(m)));
+        for (env, split, _) in COLUMNS {
+            let cell = if !profile.envs.iter().any(|e| e == env) {
+                "not run".to_owned()
+            } else {
+                match find(m, env, split) {
+                    Some(c) => match c.summary.success.half_width {
+                        Some(h) => format!("{:.1} ± {:.1}", c.summary.success.mean, h),
+                        None => format!("{:.1}", c.summary.success.mean),
+                    },
+                    None => "—".to_owned(),
+                }
+            };
+            md.push_str(&format!(" {cell} |"));
+        }
+        md.push('\n');
+    }
+    md.push_str("\nReflexion's cells are pass@{trials} (its first trial alone, pass@1, is in the next table); ReAct, Reflexion and ADaPT prompt the backbone without fine-tuning.\n".replace("{trials}", &profile.prompted.reflexion_trials.to_string()).as_str());
+    md.push_str("\n## Tokens per episode and token efficiency (success per token, ReAct = 1; — where undefined, e.g. ReAct at 0 %)\n\n| Method | Column | Episodes | Mean final score | Tokens/episode | Steps/episode | Efficiency | Easy / Medium / Hard success % | pass@1 |\n|---|---|---|---|---|---|---|---|---|\n");
+    for c in cells {
+        let label = COLUMNS
+            .iter()
+            .find(|(e, s, _)| *e == c.env && *s == c.split)
+            .map_or("?", |x| x.2);
+        let diff: Vec<String> = ["Easy", "Medium", "Hard"]
+            .iter()
+            .map(|d| {
+                c.summary
+                    .by_difficulty
+                    .get(*d)
+                    .map_or("—".into(), |v| format!("{v:.0}"))
+            })
+            .collect();
+        md.push_str(&format!(
+            "| {} | {label} | {} | {:.3} | {:.0} | {:.1} | {} | {} | {} |\n",
+            method_label(&c.method),
+            c.summary.episodes,
+            c.summary.mean_score,
+            c.summary.mean_tokens,
+            c.summary.mean_steps,
+            eff.get(&format!("{}/{}/{:?}", c.method, c.env, c.split))
+                .filter(|v| v.is_finite())
+                .map_or("—".into(), |v| format!("{v:.2}")),
+            diff.join(" / "),
+            c.summary.pass1.map_or("".into(), |p| format!("{p:.1}"))
+        ));
+    }
+    if !curves.is_empty() {
+        md.push_str("\n## Offline → online learning curve (Multi², success % / mean final score of the training rollouts; iteration 0 = the offline policy)\n\n| Env | ");
+        let n = curves.values().map(Vec::len).max().unwrap_or(0);
+        md.push_str(
+            &(0..n)
+                .map(|i| format!("it {i}"))
+                .collect::<Vec<_>>()
+                .join(" | "),
+        );
+        md.push_str(" |\n|---|");
+        md.push_str(&"---|".repeat(n));
+        md.push('\n');
+        for (env, c) in curves {
+            md.push_str(&format!("| {env} | "));
+            md.push_str(
+                &c.iter()
+                    .map(|p| format!("{:.0} / {:.3}", 100.0 * p.success_rate, p.mean_score))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            );
+            md.push_str(" |\n");
+        }
+    }
+    md.push_str("\n## The paper's numbers (Llama-3.1 8B Instruct backbone; not ours)\n\n| Method | SciW ID | SciW OOD | ALFW ID | ALFW OOD | TextCraft |\n|---|---|---|---|---|---|\n");
+    for (m, v) in PAPER_LLAMA_8B {
+        md.push_str(&format!(
+            "| {m} (paper) | {} |\n",
+            v.map(|x| format!("{x:.2}")).join(" | ")
+        ));
+    }
+    md.push_str(&format!(
+        "\nStage compute time as recorded when each stage ran: {:.1} min over {} stages ({} without a recorded time).\n\nOur backbone: {}. Glider: one shared adapter, SFT on both levels, advantage-weighted offline RL of the low level, then online GRPO on its high-level decisions only. GRPO: outcome-reward GRPO on whole episodes from the flat SFT adapter. Stages: {} ({} reused from an earlier run).\n",
+        stages.iter().filter_map(|s| s.ran_seconds).sum::<f64>() / 60.0,
+        stages.len(),
+        stages.iter().filter(|s| s.ran_seconds.is_none()).count(),
+        match &profile.backbone {
+            crate::table1::BackboneSpec::Pretrain { model, .. } => format!(
+                "a {}-layer, {}-wide Llama-style model pre-trained from scratch on the environments' expert text",
+                model.num_hidden_layers, model.hidden_size
+            ),
+            crate::table1::BackboneSpec::Hf { path } => format!("the checkpoint at `{}`", path.display()),
+        },
+        stages.len(),
+        stages.iter().filter(|s| s.cached).count()
+    ));
+    let rows = ablation_rows(profile, ablation_cells);
+    if let Some(ab) = &profile.ablations {
+        md.push_str(&format!(
+            "\n## Ablations ({}, training seeds {:?}, {} tasks per split, evaluation seeds {:?})\n\nSuccess % and mean final score: mean over training seeds ± 95 % t-interval half-width, then the per-seed values.\n\n| Variant | Split | Success % | Mean final score | Per seed: success % / score |\n|---|---|---|---|---|\n",
+            ab.env, ab.seeds, ab.tasks_per_split, ab.eval_seeds
+        ));
+        let pm = |xs: &[f64], digits: usize| {
+            let e = estimate(xs);
+            match e.half_width {
+                Some(h) => format!("{:.*} ± {:.*}", digits, e.mean, digits, h),
+                None => format!("{:.*}", digits, e.mean),
+            }
+        };
+        for r in &rows {
+            let per: Vec<String> = r
+                .seeds
+                .iter()
+                .zip(r.success.iter().zip(&r.mean_score))
+                .map(|(s, (a, b))| format!("s{s}: {a:.0} / {b:.3}"))
+                .collect();
+            md.push_str(&format!(
+                "| {} | {:?} | {} | {} | {} |\n",
+                r.variant,
+                r.split,
+                pm(&r.success, 1),
+                pm(&r.mean_score, 3),
+                per.join(", ")
+            ));
+        }
+        let mut csv =
+            String::from("variant,seed,env,split,success,mean_score,mean_tokens,episodes\n");
+        for c in ablation_cells {
+            csv.push_str(&format!(
+                "{},{},{},{:?},{:.4},{:.4},{:.1},{}\n",
+                c.variant,
+                c.seed,
+                c.env,
+                c.split,
+                c.summary.success.mean,
+                c.summary.mean_score,
+                c.summary.mean_tokens,
+                c.summary.episodes
+            ));
+        }
+        hier_backbone::write_atomic(&cfg.out.join("ablations.csv"), csv.as_bytes())?;
+    }
+    hier_backbone::write_atomic(&cfg.out.join("table1.md"), md.as_bytes())?;
+
+    let mut csv = String::from(
+        "method,env,split,success_mean,success_half_width,seeds,episodes,mean_score,mean_tokens,mean_steps\n",
+    );
+    for c in cells {
+        csv.push_str(&format!(
+            "{},{},{:?},{:.4},{},{},{},{:.4},{:.1},{:.2}\n",
+            c.method,
+            c.env,
+            c.split,
+            c.summary.success.mean,
+            c.summary
+                .success
+                .half_width
+                .map_or(String::new(), |h| format!("{h:.4}")),
+            c.summary.success.n,
+            c.summary.episodes,
+            c.summary.mean_score,
+            c.summary.mean_tokens,
+            c.summary.mean_steps
+        ));
+    }
+    hier_backbone::write_atomic(&cfg.out.join("table1.csv"), csv.as_bytes())?;
+    write_json(
+        &cfg.out.join("table1.json"),
+        &Json {
+            profile,
+            commit,
+            wall_seconds,
+            cells,
+            token_efficiency_vs_react: eff.clone(),
+            ablations: rows.clone(),
+            ablation_cells,
+            learning_curves: curves,
+            stages,
+            paper_llama_3_1_8b: PAPER_LLAMA_8B.to_vec(),
+        },
+    )?;
+    crate::table1::figures::draw_all(&cfg.out, profile, cells, curves, &eff, &rows)
+}

@@ -1,0 +1,240 @@
+//! Where `reproduce steering`'s questions and passages come from: the synthetic multi-hop
+//! world (`[world]`), or files (`[files]`) — a corpus in wiki-18's form, question sets in the
+//! benchmarks' JSONL (`question`, `answer` / `gt` / `golden_answers`), and either the
+//! in-process BM25 index over the corpus or any ASearcher-compatible retrieval server by URL
+//! (e.g. `cargo xtask serve-retrieval` over wiki-18). With files, a user holding wiki-18 and
+//! the seven benchmarks runs the paper's setting through the same pipeline.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hier_envs::qa::corpus::{Document, load_corpus, load_questions};
+use hier_envs::qa::env::{QaEnv, QaEnvConfig, QaTask};
+use hier_envs::qa::index::{Bm25Index, Retriever};
+use hier_envs::qa::server::HttpRetriever;
+use hier_envs::qa::world::World;
+use hier_envs::{Env, Split, Task};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::pipeline::SteeringProfile;
+use hier_train::eval::spread;
+
+/// Questions and passages from files. Relative paths are read from the working directory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QaFiles {
+    /// Corpus rows (`{"id", "contents": "\"Title\"\ntext"}`): the in-process index's
+    /// documents, and a pre-trained tiny backbone's text. Needed unless `retriever_url` is set
+    /// and every backbone is an HF checkpoint.
+    #[serde(default)]
+    pub corpus: Option<PathBuf>,
+    /// Keep the in-process BM25 index in this directory: built from `corpus` when it holds
+    /// none, opened when it does (wiki-18's 21 M passages take a while to index). Absent: the
+    /// index lives in memory.
+    #[serde(default)]
+    pub index: Option<PathBuf>,
+    /// An ASearcher-compatible retrieval server (`POST /retrieve`, `POST /access`) to use
+    /// instead of the in-process index.
+    #[serde(default)]
+    pub retriever_url: Option<String>,
+    /// Seconds per request to `retriever_url`.
+    #[serde(default = "default_timeout")]
+    pub timeout_s: f64,
+    /// Training questions: the state bank's and steering training's.
+    pub train: PathBuf,
+    /// Test sets by name (e.g. the seven benchmarks); evaluation spreads `eval.tasks`
+    /// questions over each, and the report gives F1 per set.
+    pub test: BTreeMap<String, PathBuf>,
+}
+
+fn default_timeout() -> f64 {
+    30.0
+}
+
+impl QaFiles {
+    pub fn check(&self) -> Result<()> {
+        if self.test.is_empty() {
+            return Err(Error::Invalid("files.test names no question set".into()));
+        }
+        if self.corpus.is_none() && self.retriever_url.is_none() {
+            return Err(Error::Invalid(
+                "files needs a `corpus` or a `retriever_url`".into(),
+            ));
+        }
+        if self.index.is_some() && self.retriever_url.is_some() {
+            return Err(Error::Invalid(
+                "files.index is the in-process index; it cannot go with retriever_url".into(),
+            ));
+        }
+        if !self.timeout_s.is_finite() || self.timeout_s <= 0.0 {
+            return Err(Error::Invalid(format!(
+                "files.timeout_s = {} must be positive",
+                self.timeout_s
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The loaded data of a run.
+pub(crate) struct QaData {
+    /// The synthetic world, when the data is one (its demonstrations need gold paths).
+    pub world: Option<World>,
+    /// The corpus's passages, when loaded (the synthetic world's always; a file corpus only
+    /// when the in-process index is built from it or a tiny backbone pre-trains on it).
+    pub documents: Vec<Document>,
+    pub train_env: QaEnv,
+    pub eval_env: QaEnv,
+    /// Named test sets and the test-split indices each holds (one unnamed set for a world).
+    pub test_sets: Vec<(Option<String>, Range<usize>)>,
+    /// What later stages' keys say of the data.
+    pub key: serde_json::Value,
+}
+
+/// A file's identity for stage keys: its path and size, and for question sets (small) the
+/// hash of their bytes — a corpus of gigabytes is not hashed.
+fn file_key(path: &Path, hash: bool) -> Result<serde_json::Value> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    let mut v = serde_json::json!({"path": path, "bytes": meta.len()});
+    if hash {
+        use sha2::{Digest, Sha256};
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        v["sha256"] = hex(&Sha256::digest(&bytes)).into();
+    }
+    Ok(v)
+}
+
+/// The first 8 bytes of a digest in hex: enough to tell stage inputs apart.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+fn questions(path: &Path) -> Result<Vec<QaTask>> {
+    let items = load_questions(path).map_err(Error::Retrieval)?;
+    if items.is_empty() {
+        return Err(Error::Invalid(format!("{}: no questions", path.display())));
+    }
+    Ok(items.into_iter().map(QaTask::from).collect())
+}
+
+impl QaData {
+    /// Loads the data of a checked profile; `need_text`: the corpus's passages are wanted (a
+    /// tiny backbone pre-trains on them).
+    pub fn load(p: &SteeringProfile, need_text: bool) -> Result<Self> {
+        let config = QaEnvConfig {
+            topk: p.qa.topk,
+            max_turns: p.qa.train_max_turns,
+        };
+        let mut data = match (&p.world, &p.files) {
+            (Some(w), None) => {
+                let world =
+                    World::generate(w).map_err(|e| Error::Retrieval(format!("world: {e}")))?;
+                let train_env = QaEnv::synthetic(&world, config)
+                    .map_err(|e| Error::Retrieval(format!("qa environment: {e}")))?;
+                let n = train_env.tasks(Split::Id)?.len();
+                Self {
+                    documents: world.documents.clone(),
+                    world: Some(world),
+                    eval_env: train_env.fork(),
+                    train_env,
+                    test_sets: vec![(None, 0..n)],
+                    key: serde_json::json!({"world": w}),
+                }
+            }
+            (None, Some(f)) => Self::from_files(f, config, need_text)?,
+            _ => {
+                return Err(Error::Invalid(
+                    "a profile takes exactly one of [world] and [files]".into(),
+                ));
+            }
+        };
+        data.eval_env.config.max_turns = p.qa.eval_max_turns;
+        Ok(data)
+    }
+
+    fn from_files(f: &QaFiles, config: QaEnvConfig, need_text: bool) -> Result<Self> {
+        let has_index = f
+            .index
+            .as_ref()
+            .is_some_and(|d| d.join("meta.json").exists());
+        let in_memory = f.retriever_url.is_none() && f.index.is_none();
+        // `SteeringProfile::check` made sure a corpus is given when the text is needed.
+        let documents = match &f.corpus {
+            Some(c) if need_text || in_memory || (f.index.is_some() && !has_index) => {
+                let docs = load_corpus(c).map_err(Error::Retrieval)?;
+                if docs.is_empty() {
+                    return Err(Error::Invalid(format!("{}: no passages", c.display())));
+                }
+                docs
+            }
+            _ => Vec::new(),
+        };
+        let retriever: Arc<dyn Retriever> = match (&f.retriever_url, &f.index) {
+            (Some(url), _) => Arc::new(HttpRetriever::new(
+                url,
+                Duration::from_secs_f64(f.timeout_s),
+            )),
+            (None, Some(dir)) if has_index => {
+                Arc::new(Bm25Index::on_disk(dir, None).map_err(Error::Retrieval)?)
+            }
+            (None, Some(dir)) => {
+                if documents.is_empty() {
+                    return Err(Error::Invalid(format!(
+                        "{} holds no index, and files.corpus is not given to build one",
+                        dir.display()
+                    )));
+                }
+                Arc::new(Bm25Index::on_disk(dir, Some(&documents)).map_err(Error::Retrieval)?)
+            }
+            (None, None) => Arc::new(Bm25Index::in_memory(&documents).map_err(Error::Retrieval)?),
+        };
+        let train = questions(&f.train)?;
+        let mut test = Vec::new();
+        let mut test_sets = Vec::new();
+        let mut test_keys = serde_json::Map::new();
+        for (name, path) in &f.test {
+            let qs = questions(path)?;
+            test_sets.push((Some(name.clone()), test.len()..test.len() + qs.len()));
+            test.extend(qs);
+            test_keys.insert(name.clone(), file_key(path, true)?);
+        }
+        let key = serde_json::json!({
+            "corpus": f.corpus.as_deref().map(|c| file_key(c, false)).transpose()?,
+            "retriever_url": f.retriever_url,
+            "train": file_key(&f.train, true)?,
+            "test": test_keys,
+        });
+        let train_env = QaEnv::new(retriever, train, test, Vec::new(), config);
+        Ok(Self {
+            world: None,
+            documents,
+            eval_env: train_env.fork(),
+            train_env,
+            test_sets,
+            key,
+        })
+    }
+
+    /// The evaluation's questions: `n` spread over each test set.
+    pub fn test_tasks(&self, n: usize) -> Result<Vec<Task>> {
+        let all = self.eval_env.tasks(Split::Id)?;
+        Ok(self
+            .test_sets
+            .iter()
+            .flat_map(|(_, r)| spread(&all[r.clone()], n))
+            .collect())
+    }
+
+    /// The name of the test set holding `task`.
+    pub fn test_set(&self, task: &Task) -> Option<String> {
+        let i = task.index as usize;
+        self.test_sets
+            .iter()
+            .find(|(_, r)| r.contains(&i))
+            .and_then(|(n, _)| n.clone())
+    }
+}

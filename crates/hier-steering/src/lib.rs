@@ -1,0 +1,26 @@
+//! # hier-steering
+//!
+//! The steering method (`docs/design/METHODS.md` B): an external steering agent that watches
+//! a frozen executor and intervenes when it drifts.
+//!
+//! - the search executor on retrieval QA, its drifted demonstrations and batched rollouts
+//!   resumable from any state ([`search_agent`]);
+//! - the steering agent: observation, one-pass fast path, τ gate, slow path, and the planning
+//!   and verification supervisors ([`steer_agent`]);
+//! - its training (GRPO with the no-intervention baseline in the group plus RankNet) and
+//!   filtered BC ([`steer_train`]);
+//! - `reproduce steering` ([`pipeline`]) on a synthetic world or on files ([`data`]), with
+//!   its tables and figures ([`report`]).
+//!
+//! Built on `hier-train` and the `hier-steer` objectives; never on `hier-multi2`. One error
+//! type, [`Error`].
+
+pub mod data;
+pub mod error;
+pub mod pipeline;
+pub mod report;
+pub mod search_agent;
+pub mod steer_agent;
+pub mod steer_train;
+
+pub use error::{Error, Result};

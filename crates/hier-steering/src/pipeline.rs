@@ -1,0 +1,841 @@
+//! `reproduce steering`: METHODS.md B end to end as cached stages ([`hier_train::stages`]) —
+//! the synthetic multi-hop world and its retrieval environment, search demonstrations with
+//! drift, the backbone (a tiny one pre-trained from scratch on the world's text, or an HF
+//! checkpoint), the frozen executors (the training one and a second one for transfer), the
+//! state bank, the format-only ("zero-shot") steering adapter, steering training (GRPO with the
+//! baseline in the group + RankNet), filtered behaviour cloning, and evaluation of every method
+//! on the test questions — then `steering.{md,json,csv}` and figures
+//! ([`crate::report`]).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use hier_backbone::burn::module::Module;
+use hier_backbone::burn::tensor::Device;
+use hier_backbone::{CausalLm, Tokenizer};
+use hier_envs::qa::corpus::Document;
+use hier_envs::qa::env::{Call, QaEnv, parse_call};
+use hier_envs::qa::world::WorldConfig;
+use hier_envs::{Env, Split, Task};
+use serde::{Deserialize, Serialize};
+
+pub use crate::data::QaFiles;
+use crate::data::{QaData, hex};
+use crate::error::{Error, Result};
+use crate::search_agent::{CALL_TAGS, DriftConfig, SearchDemo, demonstrations, rollout_search};
+use crate::steer_agent::{Schedule, SteerConfig, SteeringAgent};
+use crate::steer_train::{
+    BankState, ExecutorSampling, StateRecord, SteerTrainConfig, collect_states, demo_states,
+    executor_examples, filtered_bc_examples, format_examples, format_pairs, train_steering,
+};
+use hier_train::eval::spread;
+use hier_train::policy::BackbonePolicy;
+use hier_train::runlog::RunOptions;
+use hier_train::runlog::write_jsonl;
+use hier_train::sft::train_adapter;
+use hier_train::sft::{SftSpec, sft_config};
+use hier_train::stages::{
+    BackboneSpec, Report, RunConfig, Stages, backbone_stage, load, read_json, read_jsonl,
+    run_pipeline, sft_stage, take, write_json,
+};
+
+/// The retrieval environment's settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QaSpec {
+    /// Passages per search.
+    pub topk: usize,
+    /// Turn limits in training (demonstrations, the bank, continuations) and evaluation
+    /// (ASearcher: 32 / 64).
+    pub train_max_turns: usize,
+    pub eval_max_turns: usize,
+}
+
+/// A frozen executor: a backbone (the profile's, or its own: another size or family), and
+/// optionally a LoRA SFT adapter on search demonstrations with drift — the synthetic world
+/// only, since demonstrations follow its gold paths. Without `sft` the backbone plays as it is
+/// (an instruct checkpoint, as in the paper).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorSpec {
+    /// Its name in tables and stage names: `main` for the training executor; transfer
+    /// executors need their own (letters, digits, `-`, `_`, `.`).
+    #[serde(default = "main_executor")]
+    pub name: String,
+    /// Its own backbone; absent: the profile's `backbone`, shared with the steering agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backbone: Option<BackboneSpec>,
+    /// Training questions demonstrated (spread over the train split), with `sft` only.
+    #[serde(default)]
+    pub demos: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftConfig>,
+    /// LoRA SFT on the demonstrations; absent: no adapter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sft: Option<SftSpec>,
+    /// Prompt it as an instruct model: each prompt one user message in the chat template, a
+    /// turn ending at its call's closing tag (`</search>`, `</access>`, `</answer>`) rather
+    /// than at the end of a line.
+    #[serde(default)]
+    pub chat: bool,
+    pub seed: u64,
+}
+
+fn main_executor() -> String {
+    "main".into()
+}
+
+impl ExecutorSpec {
+    /// The adapter (and stage) name of its SFT.
+    pub fn adapter(&self) -> String {
+        self.tagged("executor")
+    }
+
+    /// `what` for the training executor, `what-<name>` for the others: its stage names.
+    fn tagged(&self, what: &str) -> String {
+        match self.name.as_str() {
+            "main" => what.to_owned(),
+            name => format!("{what}-{name}"),
+        }
+    }
+
+    fn check(&self, what: &str, synthetic: bool) -> Result<()> {
+        let ok_name = !self.name.is_empty()
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !ok_name {
+            return Err(Error::Invalid(format!(
+                "{what}.name = `{}`: use letters, digits, `-`, `_` and `.`",
+                self.name
+            )));
+        }
+        match (&self.sft, &self.drift) {
+            (Some(_), Some(_)) if !synthetic => Err(Error::Invalid(format!(
+                "{what}.sft trains on demonstrations along gold paths, which only the synthetic \
+                 [world] has; with [files], leave it out (the backbone plays as it is)"
+            ))),
+            (Some(_), Some(_)) if self.demos == 0 => Err(Error::Invalid(format!(
+                "{what}.demos must be positive with {what}.sft"
+            ))),
+            (Some(_), None) => Err(Error::Invalid(format!("{what}.sft needs {what}.drift"))),
+            (None, _) if self.demos > 0 || self.drift.is_some() => Err(Error::Invalid(format!(
+                "{what}.demos and {what}.drift only apply with {what}.sft"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Evaluation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SteerEvalSpec {
+    /// Test questions (spread over the test split).
+    pub tasks: usize,
+    /// One pass over the questions per seed (executor and steering sampling).
+    pub seeds: Vec<u64>,
+    /// Episodes played together.
+    pub parallel: usize,
+    /// The τ sweep of the trained agent (no retraining); `steer.tau` is the main table's τ.
+    pub taus: Vec<f64>,
+}
+
+/// A `reproduce steering` profile (`configs/steering/<name>.toml`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SteeringProfile {
+    pub name: String,
+    pub seed: u64,
+    /// The data: the synthetic world, or files (exactly one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<WorldConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<QaFiles>,
+    pub qa: QaSpec,
+    pub backbone: BackboneSpec,
+    /// Tokens per training sequence at most.
+    pub max_len: usize,
+    /// The executor the steering agent is trained with, and those it transfers to without
+    /// retraining (`[[transfer]]`).
+    pub executor: ExecutorSpec,
+    #[serde(default)]
+    pub transfer: Vec<ExecutorSpec>,
+    pub executor_sampling: ExecutorSampling,
+    /// The steering agent at deployment.
+    pub steer: SteerConfig,
+    /// The format-only ("zero-shot") adapter: SFT on random decisions in the protocol.
+    pub format_sft: SftSpec,
+    /// Training questions whose no-intervention rollouts fill the state bank.
+    pub bank_tasks: usize,
+    /// `adapter`, `reference`, `executor`, `steer`, `executor_sampling`, `max_len` and `seed`
+    /// are set by the pipeline.
+    pub train: SteerTrainConfig,
+    /// Filtered behaviour cloning (SFT on the training run's outputs that beat no
+    /// intervention).
+    pub bc: SftSpec,
+    pub eval: SteerEvalSpec,
+}
+
+impl SteeringProfile {
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let profile_error = |msg: String| Error::Profile {
+            path: path.into(),
+            msg,
+        };
+        let p: Self = toml::from_str(&text).map_err(|e| profile_error(e.to_string()))?;
+        p.check().map_err(|e| profile_error(e.to_string()))?;
+        Ok(p)
+    }
+
+    pub fn check(&self) -> Result<()> {
+        if self.eval.seeds.is_empty() || self.eval.tasks == 0 || self.eval.parallel == 0 {
+            return Err(Error::Invalid(
+                "eval needs seeds, tasks > 0 and parallel > 0".into(),
+            ));
+        }
+        let tau_ok = |t: f64| t > 0.0 && t < 1.0;
+        if !tau_ok(self.steer.tau) {
+            return Err(Error::Invalid(format!(
+                "steer.tau = {} is outside (0, 1)",
+                self.steer.tau
+            )));
+        }
+        if let Some(t) = self.eval.taus.iter().find(|t| !tau_ok(**t)) {
+            return Err(Error::Invalid(format!(
+                "eval.taus holds {t}, outside (0, 1)"
+            )));
+        }
+        if self.qa.train_max_turns == 0 || self.qa.eval_max_turns == 0 || self.qa.topk == 0 {
+            return Err(Error::Invalid(
+                "qa: topk and turn limits must be positive".into(),
+            ));
+        }
+        if self.bank_tasks == 0 {
+            return Err(Error::Invalid("bank_tasks must be positive".into()));
+        }
+        match (&self.world, &self.files) {
+            (Some(_), None) => {}
+            (None, Some(f)) => {
+                f.check()?;
+                if f.corpus.is_none() && self.pretrains() {
+                    return Err(Error::Invalid(
+                        "a pre-trained (`kind = \"pretrain\"`) backbone needs files.corpus for its text"
+                            .into(),
+                    ));
+                }
+            }
+            _ => {
+                return Err(Error::Invalid(
+                    "give exactly one of [world] and [files]".into(),
+                ));
+            }
+        }
+        let synthetic = self.world.is_some();
+        if self.executor.name != "main" {
+            return Err(Error::Invalid(format!(
+                "executor.name = `{}`: the training executor is `main`",
+                self.executor.name
+            )));
+        }
+        self.executor.check("executor", synthetic)?;
+        let mut names = std::collections::BTreeSet::from(["main"]);
+        for (i, t) in self.transfer.iter().enumerate() {
+            t.check(&format!("transfer[{i}]"), synthetic)?;
+            if !names.insert(&t.name) {
+                return Err(Error::Invalid(format!(
+                    "two executors are named `{}`",
+                    t.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any backbone of the run is pre-trained from scratch (on the corpus's text).
+    pub fn pretrains(&self) -> bool {
+        std::iter::once(&self.backbone)
+            .chain(self.executors().filter_map(|e| e.backbone.as_ref()))
+            .any(|b| matches!(b, BackboneSpec::Pretrain { .. }))
+    }
+
+    /// The training executor, then the transfer executors.
+    pub fn executors(&self) -> impl Iterator<Item = &ExecutorSpec> {
+        std::iter::once(&self.executor).chain(&self.transfer)
+    }
+}
+
+/// The comparison methods of METHODS.md B, in table order.
+pub const METHODS: [&str; 6] = [
+    "none",
+    "zero-shot",
+    "planning",
+    "verification",
+    "filtered-bc",
+    "rl",
+];
+
+/// What each method is, for tables and figures.
+pub fn method_label(m: &str) -> &'static str {
+    match m {
+        "none" => "No steering",
+        "zero-shot" => "Zero-shot steering",
+        "planning" => "Planning supervisor",
+        "verification" => "Verification supervisor",
+        "filtered-bc" => "Filtered BC steering",
+        "rl" => "RL steering (ours)",
+        _ => "?",
+    }
+}
+
+/// One evaluated episode.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QaResult {
+    pub task: Task,
+    pub seed: u64,
+    pub hops: Option<usize>,
+    /// The test set the question comes from (`[files]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_set: Option<String>,
+    pub f1: f64,
+    pub em: f64,
+    pub answered: bool,
+    /// Executor turns (rejected answers included), interventions applied.
+    pub turns: usize,
+    pub interventions: usize,
+    pub executor_tokens: usize,
+}
+
+/// One evaluation: a method with an executor at a τ.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub method: String,
+    /// `main` or `transfer`.
+    pub executor: String,
+    pub tau: Option<f64>,
+    pub results: Vec<QaResult>,
+    /// Slow-path runs of the supervisor over all episodes (planning, verification and every
+    /// triggered gate).
+    pub slow_path_runs: usize,
+}
+
+/// Everything a run measured (the report's input).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SteeringRun {
+    pub evaluations: Vec<Evaluation>,
+    /// The steering training curve.
+    pub curve: Vec<crate::steer_train::RoundPoint>,
+    pub bank_states: usize,
+    pub wall_seconds: f64,
+}
+
+fn forks(env: &QaEnv, n: usize) -> Vec<Box<dyn Env>> {
+    (0..n.max(1))
+        .map(|_| Box::new(env.fork()) as Box<dyn Env>)
+        .collect()
+}
+
+/// The pre-training corpus of a tiny backbone: the passages, the demonstrations' prompts with
+/// turns, and the steering protocol over the first demonstration set's states (random
+/// decisions, as in [`format_pairs`]) — an instruct model has seen such protocols before it is
+/// asked to follow one; without it the tiny backbone never learns to emit the protocol's tokens
+/// (its output embeddings for them stay untrained, and LoRA does not adapt them).
+fn corpus_text(
+    documents: &[Document],
+    demos: &[&[SearchDemo]],
+    steer: &SteerConfig,
+    seed: u64,
+) -> String {
+    let mut out = String::new();
+    let mut doc = |s: &str| {
+        out.push_str(s.trim_end());
+        out.push_str("\n\n");
+    };
+    for d in documents {
+        doc(&d.contents());
+    }
+    for set in demos {
+        for demo in set.iter() {
+            for (p, t) in demo.pairs().into_iter().chain(demo.answer_now_pairs()) {
+                doc(&format!("{p}{t}"));
+            }
+        }
+    }
+    let states: Vec<BankState> = demos
+        .first()
+        .into_iter()
+        .flat_map(|set| set.iter().enumerate())
+        .flat_map(|(g, demo)| demo_states(demo, g))
+        .collect();
+    for (p, t) in format_pairs(&states, steer, true, seed) {
+        doc(&format!("{p}{t}"));
+    }
+    out
+}
+
+/// A frozen executor of the run: where its model and adapter are. Executors on their own
+/// backbones are loaded only while they play, so that several large checkpoints are not in
+/// memory at once.
+struct Executor {
+    name: String,
+    /// Its own backbone's directory; `None`: the shared backbone.
+    backbone: Option<PathBuf>,
+    /// Its SFT adapter's name and directory, if any (on the shared backbone it is installed
+    /// in the shared model already).
+    adapter: Option<(String, PathBuf)>,
+    chat: bool,
+    /// What later stages' keys say of it.
+    key: serde_json::Value,
+}
+
+/// An executor ready to play: its own model (an inference copy) when it has one.
+struct Player<'e> {
+    executor: &'e Executor,
+    own: Option<(CausalLm, Tokenizer)>,
+}
+
+impl Executor {
+    fn load(&self, device: &Device) -> Result<Player<'_>> {
+        let own = match &self.backbone {
+            None => None,
+            Some(dir) => {
+                let (mut lm, tok) = load_model(dir, device)?;
+                if let Some((name, adapter)) = &self.adapter {
+                    load(&mut lm, name, adapter)?;
+                }
+                Some((lm.valid(), tok))
+            }
+        };
+        Ok(Player {
+            executor: self,
+            own,
+        })
+    }
+}
+
+impl Player<'_> {
+    /// Its sampling policy; `shared` is an inference copy of the shared backbone.
+    fn policy<'a>(
+        &'a self,
+        shared: &'a CausalLm,
+        shared_tok: &'a Tokenizer,
+        sampling: &ExecutorSampling,
+        seed: u64,
+    ) -> Result<BackbonePolicy<'a>> {
+        let (lm, tok) = match &self.own {
+            Some((lm, tok)) => (lm, tok),
+            None => (shared, shared_tok),
+        };
+        let id = match &self.executor.adapter {
+            Some((a, _)) => Some(lm.adapter_id(a)?),
+            None => None,
+        };
+        let mut policy = sampling.policy(lm, tok, id, seed);
+        if self.executor.chat {
+            policy.chat = true;
+            policy.stop_strings = CALL_TAGS.iter().map(|t| format!("</{t}>")).collect();
+        }
+        Ok(policy)
+    }
+}
+
+/// The executor's player in `slot`, loaded first if it is not yet.
+fn ready<'s, 'e>(
+    slot: &'s mut Option<Player<'e>>,
+    executor: &'e Executor,
+    device: &Device,
+) -> Result<&'s Player<'e>> {
+    if slot.is_none() {
+        *slot = Some(executor.load(device)?);
+    }
+    Ok(slot.as_ref().expect("loaded above"))
+}
+
+fn load_model(dir: &Path, device: &Device) -> Result<(CausalLm, Tokenizer)> {
+    let tok = Tokenizer::load(dir)?;
+    let lm = CausalLm::load(dir, device)?;
+    Ok((lm, tok))
+}
+
+/// Runs the pipeline of `profile` and writes `<out>/steering.{md,json,csv}` and figures.
+pub fn run(profile: &SteeringProfile, cfg: &RunConfig) -> Result<Report> {
+    profile.check()?;
+    run_pipeline(profile, cfg, |st| run_stages(profile, cfg, st))
+}
+
+fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()> {
+    let started = Instant::now();
+    let data = QaData::load(p, p.pretrains())?;
+    let train_env = &data.train_env;
+    let train_tasks = train_env.tasks(Split::Train)?;
+
+    // 1. Demonstrations for the executors trained by SFT (the synthetic world's gold paths).
+    let mut demo_sets: Vec<Option<(PathBuf, Vec<SearchDemo>)>> = Vec::new();
+    for spec in p.executors() {
+        let (Some(_), Some(drift)) = (&spec.sft, &spec.drift) else {
+            demo_sets.push(None);
+            continue;
+        };
+        let name = spec.tagged("demos");
+        let key = serde_json::json!({"world": p.world, "qa": p.qa, "demos": spec.demos,
+            "drift": drift});
+        let dir = st.run(&name, key, |dir| -> Result<()> {
+            let mut env = train_env.fork();
+            let demos = demonstrations(&mut env, &spread(&train_tasks, spec.demos), drift)?;
+            Ok(write_jsonl(&dir.join("demos.jsonl"), &demos)?)
+        })?;
+        let demos = read_jsonl::<SearchDemo>(&dir.join("demos.jsonl"))?;
+        demo_sets.push(Some((dir, demos)));
+    }
+
+    // 2. The backbone (the steering agent's, and the executors' unless they have their own).
+    let sets: Vec<&[SearchDemo]> = demo_sets
+        .iter()
+        .flatten()
+        .map(|(_, d)| d.as_slice())
+        .collect();
+    let corpus = p
+        .pretrains()
+        .then(|| corpus_text(&data.documents, &sets, &p.steer, p.seed));
+    // Pre-training keys cover the corpus itself (a hash), so any change to it retrains.
+    let digest = corpus.as_ref().map(|c| {
+        use sha2::{Digest, Sha256};
+        hex(&Sha256::digest(c.as_bytes()))
+    });
+    let corpus_of = || {
+        corpus
+            .clone()
+            .ok_or_else(|| Error::Invalid("no pre-training corpus".into()))
+    };
+    let key = serde_json::json!({"backbone": p.backbone, "corpus_sha256": digest});
+    let (backbone_dir, backbone_key) = backbone_stage(st, "backbone", &p.backbone, key, corpus_of)?;
+    let (mut lm, tok) = load_model(&backbone_dir, &cfg.device)?;
+
+    // 3. The frozen executors.
+    let mut executors = Vec::new();
+    for (spec, demos) in p.executors().zip(&demo_sets) {
+        let adapter = spec.adapter();
+        let own = match &spec.backbone {
+            None => None,
+            Some(b) => {
+                let key = serde_json::json!({"backbone": b, "corpus_sha256": digest});
+                let stage = format!("backbone-{adapter}");
+                Some(backbone_stage(st, &stage, b, key, corpus_of)?)
+            }
+        };
+        let model_key = own
+            .as_ref()
+            .map_or(backbone_key.clone(), |(_, k)| k.clone());
+        let (key, sft_dir) = match (&spec.sft, demos) {
+            (Some(s), Some((demo_dir, demos))) => {
+                let sft = sft_config(s, &adapter, spec.seed);
+                let key = serde_json::json!({"backbone": model_key, "demos": Stages::upstream(demo_dir),
+                    "sft": sft, "max_len": p.max_len});
+                let dir = match &own {
+                    None => sft_stage(st, &mut lm, &adapter, key, &sft, cfg.progress, || {
+                        executor_examples(&tok, demos, p.max_len)
+                    })?,
+                    // Its own backbone: loaded only if the stage runs (and again when it plays).
+                    Some((model_dir, _)) => st.run(&adapter, key, |dir| -> Result<()> {
+                        let (own_lm, own_tok) = load_model(model_dir, &cfg.device)?;
+                        let ex = executor_examples(&own_tok, demos, p.max_len)?;
+                        let opts = RunOptions {
+                            progress: cfg.progress,
+                            stop_after: None,
+                        };
+                        train_adapter(own_lm, &ex, &sft, dir, &opts)?;
+                        Ok(())
+                    })?,
+                };
+                (serde_json::json!(Stages::upstream(&dir)), Some(dir))
+            }
+            _ => (serde_json::json!({"backbone": model_key}), None),
+        };
+        let key = match spec.chat {
+            true => serde_json::json!({"executor": key, "chat": true}),
+            false => key,
+        };
+        executors.push(Executor {
+            name: spec.name.clone(),
+            backbone: own.map(|(dir, _)| dir),
+            adapter: sft_dir.map(|d| (adapter, d.join("adapter"))),
+            chat: spec.chat,
+            key,
+        });
+    }
+    // Loaded when a stage that plays them runs.
+    let mut players: Vec<Option<Player<'_>>> = executors.iter().map(|_| None).collect();
+
+    // 4. The state bank: the executor alone on training questions.
+    // Episodes played together share the executor's sampling calls, so `parallel` is part of
+    // what the bank is (as it is of the evaluations below).
+    let bank_key = serde_json::json!({"executor": executors[0].key, "tasks": p.bank_tasks,
+        "sampling": p.executor_sampling, "seed": p.seed, "qa": p.qa, "data": data.key,
+        "parallel": p.train.parallel});
+    let bank_dir = st.run("bank", bank_key, |dir| -> Result<()> {
+        let frozen = lm.valid();
+        let main = ready(&mut players[0], &executors[0], &cfg.device)?;
+        let mut executor = main.policy(&frozen, &tok, &p.executor_sampling, p.seed)?;
+        let mut envs = forks(train_env, p.train.parallel);
+        let states = collect_states(
+            &mut envs,
+            &spread(&train_tasks, p.bank_tasks),
+            &mut executor,
+            p.seed,
+        )?;
+        Ok(write_jsonl(&dir.join("bank.jsonl"), &states)?)
+    })?;
+    let bank: Vec<BankState> = read_jsonl(&bank_dir.join("bank.jsonl"))?;
+    if bank.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{}: the executor's rollouts left no states to steer",
+            bank_dir.display()
+        )));
+    }
+
+    // 5. The format-only ("zero-shot") steering adapter.
+    let zero = sft_config(&p.format_sft, "steer-zero", p.seed);
+    let key = serde_json::json!({"bank": Stages::upstream(&bank_dir), "sft": zero,
+        "steer": p.steer, "max_len": p.max_len});
+    let zero_dir = sft_stage(st, &mut lm, "steer-zero", key, &zero, cfg.progress, || {
+        format_examples(&tok, &bank, &p.steer, p.max_len, p.seed)
+    })?;
+
+    // 6. Steering training.
+    let mut train = p.train.clone();
+    train.adapter = "steer-rl".into();
+    train.reference = "steer-zero".into();
+    train.steer = p.steer.clone();
+    train.max_len = p.max_len;
+    train.seed = p.seed;
+    let key = serde_json::json!({"zero": Stages::upstream(&zero_dir), "train": train,
+        "executor": executors[0].key, "sampling": p.executor_sampling});
+    let rl_dir = st.run("steer-rl", key, |dir| -> Result<()> {
+        let mut envs = forks(train_env, train.parallel);
+        let opts = RunOptions {
+            progress: cfg.progress,
+            stop_after: None,
+        };
+        // The executor is frozen: it plays from a copy of the model taken before training.
+        let frozen = lm.valid();
+        let main = ready(&mut players[0], &executors[0], &cfg.device)?;
+        let mut executor = main.policy(&frozen, &tok, &p.executor_sampling, p.seed)?;
+        lm = train_steering(
+            take(&mut lm),
+            &tok,
+            &mut envs,
+            &mut executor,
+            &bank,
+            &train,
+            dir,
+            &opts,
+        )?
+        .0;
+        Ok(())
+    })?;
+    load(&mut lm, "steer-rl", &rl_dir.join("adapter"))?;
+    let curve = read_jsonl(&rl_dir.join("curve.jsonl"))?;
+
+    // 7. Filtered behaviour cloning from the training run's samples.
+    let bc = sft_config(&p.bc, "steer-bc", p.seed);
+    let key = serde_json::json!({"rl": Stages::upstream(&rl_dir), "sft": bc});
+    sft_stage(
+        st,
+        &mut lm,
+        "steer-bc",
+        key,
+        &bc,
+        cfg.progress,
+        || -> Result<_> {
+            let records: Vec<StateRecord> = read_jsonl(&rl_dir.join("samples.jsonl"))?;
+            let mut ex = filtered_bc_examples(&tok, &bank, &records, &p.steer, p.max_len)?;
+            // The protocol as well, so that BC differs from the zero-shot agent only by its
+            // filtered data.
+            ex.extend(format_examples(&tok, &bank, &p.steer, p.max_len, p.seed)?);
+            Ok(ex)
+        },
+    )?;
+
+    // 8. Evaluation: every method with the training executor, the τ sweep, and transfer.
+    let test = data.test_tasks(p.eval.tasks)?;
+    let upstream = |m: &str| match m {
+        "none" => String::new(),
+        "rl" => Stages::upstream(&rl_dir),
+        "filtered-bc" => format!("bc-of-{}", Stages::upstream(&rl_dir)),
+        _ => Stages::upstream(&zero_dir),
+    };
+    let mut evaluations = Vec::new();
+    for (x, (executor, player)) in executors.iter().zip(&mut players).enumerate() {
+        let jobs: Vec<(&str, Option<f64>)> = if x == 0 {
+            let mut jobs: Vec<(&str, Option<f64>)> = METHODS
+                .iter()
+                .map(|m| {
+                    let steered = matches!(*m, "zero-shot" | "filtered-bc" | "rl");
+                    (*m, steered.then_some(p.steer.tau))
+                })
+                .collect();
+            jobs.extend(
+                p.eval
+                    .taus
+                    .iter()
+                    .filter(|t| **t != p.steer.tau)
+                    .map(|t| ("rl", Some(*t))),
+            );
+            jobs
+        } else {
+            vec![
+                ("none", None),
+                ("zero-shot", Some(p.steer.tau)),
+                ("rl", Some(p.steer.tau)),
+            ]
+        };
+        for (method, tau) in jobs {
+            let mut key = serde_json::json!({"method": method, "executor": executor.key,
+                "tau": tau, "steer": upstream(method), "eval": p.eval.tasks,
+                "parallel": p.eval.parallel, "seeds": p.eval.seeds, "steer_config": p.steer, "sampling": p.executor_sampling,
+                "qa": p.qa});
+            if data.world.is_none() {
+                // The world is in the executor's key through its demonstrations; files are not.
+                key["data"] = data.key.clone();
+            }
+            let tau_tag = tau.map(|t| format!("-tau{t}")).unwrap_or_default();
+            let name = format!("eval-{method}-{}{tau_tag}", executor.name);
+            let dir = st.run(&name, key, |dir| -> Result<()> {
+                let player = ready(player, executor, &cfg.device)?;
+                let (results, slow_path_runs) =
+                    evaluate(&lm, &tok, &data, &test, p, method, player, tau)?;
+                let e = Evaluation {
+                    method: method.into(),
+                    executor: executor.name.clone(),
+                    tau,
+                    results,
+                    slow_path_runs,
+                };
+                Ok(write_json(&dir.join("evaluation.json"), &e)?)
+            })?;
+            evaluations.push(read_json(&dir.join("evaluation.json"))?);
+        }
+        // Done with this executor: free its model before the next one loads.
+        *player = None;
+    }
+    let run = SteeringRun {
+        evaluations,
+        curve,
+        bank_states: bank.len(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+    };
+    crate::report::write_all(&cfg.out, p, &run, st.records())
+}
+
+/// Plays `tasks` once per evaluation seed with `method` steering `executor`.
+#[allow(clippy::too_many_arguments)]
+fn evaluate(
+    lm: &CausalLm,
+    tok: &Tokenizer,
+    data: &QaData,
+    tasks: &[Task],
+    p: &SteeringProfile,
+    method: &str,
+    executor: &Player<'_>,
+    tau: Option<f64>,
+) -> Result<(Vec<QaResult>, usize)> {
+    let lm = lm.valid();
+    let env = &data.eval_env;
+    let steer_adapter = match method {
+        "none" => None,
+        "rl" => Some("steer-rl"),
+        "filtered-bc" => Some("steer-bc"),
+        "zero-shot" | "planning" | "verification" => Some("steer-zero"),
+        other => return Err(Error::Invalid(format!("unknown steering method `{other}`"))),
+    };
+    let schedule = match method {
+        "planning" => Schedule::PlanFirst,
+        "verification" => Schedule::Verify,
+        _ => Schedule::Gated,
+    };
+    let mut envs = forks(env, p.eval.parallel);
+    let mut out = Vec::new();
+    let mut slow_runs = 0;
+    for &seed in &p.eval.seeds {
+        for (c, chunk) in tasks.chunks(p.eval.parallel).enumerate() {
+            let s = seed.wrapping_mul(1_000_003).wrapping_add(c as u64);
+            let mut policy = executor.policy(&lm, tok, &p.executor_sampling, s)?;
+            let envs = &mut envs[..chunk.len()];
+            let episodes = match steer_adapter {
+                None => rollout_search(envs, chunk, &mut policy, None, method)?,
+                Some(a) => {
+                    let mut config = p.steer.clone();
+                    config.tau = tau.unwrap_or(p.steer.tau);
+                    config.seed = p.steer.seed ^ s;
+                    let id = lm.adapter_id(a)?;
+                    let mut agent =
+                        SteeringAgent::new(&lm, tok, Some(id), config)?.with_schedule(schedule);
+                    let eps = rollout_search(envs, chunk, &mut policy, Some(&mut agent), method)?;
+                    slow_runs += agent.log.iter().filter(|r| r.output.is_some()).count();
+                    eps
+                }
+            };
+            for (task, ep) in chunk.iter().zip(episodes) {
+                let q = env.task(task)?;
+                let answer = ep
+                    .turns
+                    .iter()
+                    .rev()
+                    .find_map(|(t, _)| match parse_call(t) {
+                        Some(Call::Answer(a)) if ep.answered => Some(a),
+                        _ => None,
+                    });
+                let (f1, em) = hier_envs::qa::score::score(answer.as_deref(), &q.answers);
+                out.push(QaResult {
+                    task: task.clone(),
+                    seed,
+                    hops: q.hops,
+                    test_set: data.test_set(task),
+                    f1,
+                    em,
+                    answered: ep.answered,
+                    turns: ep.turns.len(),
+                    interventions: ep.interventions.len(),
+                    executor_tokens: ep.trace.prompt_tokens + ep.trace.generated_tokens,
+                });
+            }
+        }
+    }
+    Ok((out, slow_runs))
+}
+
+/// `configs/steering/<name>.toml` under the workspace root `root`.
+pub fn profile_path(root: &Path, name: &str) -> PathBuf {
+    root.join("configs")
+        .join("steering")
+        .join(format!("{name}.toml"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_profile_parses_and_bad_input_names_the_file() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        for name in ["smoke", "small", "paper", "paper-synthetic"] {
+            let p = SteeringProfile::from_file(&profile_path(&root, name)).unwrap();
+            assert_eq!(p.name, name);
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let bad = tmp.path().join("bad.toml");
+        let text = std::fs::read_to_string(profile_path(&root, "smoke")).unwrap();
+        std::fs::write(
+            &bad,
+            text.replace("tau = 0.5\nhistory", "tau = 1.5\nhistory"),
+        )
+        .unwrap();
+        let e = SteeringProfile::from_file(&bad).unwrap_err().to_string();
+        assert!(e.contains("bad.toml") && e.contains("steer.tau"), "{e}");
+        std::fs::write(&bad, text.replace("bank_tasks = 3", "bank_taks = 3")).unwrap();
+        let e = SteeringProfile::from_file(&bad).unwrap_err().to_string();
+        assert!(e.contains("bad.toml") && e.contains("bank_taks"), "{e}");
+    }
+}

@@ -1,0 +1,613 @@
+//! Outputs of `reproduce steering`: `steering.json` (everything, per-episode results
+//! included), `steering.md` (the tables, the paper's numbers beside ours, labelled),
+//! `steering.csv` (one row per evaluation) and figures: F1 overall and by hop count, cost
+//! (interventions and executor turns per task), the τ sweep, and transfer to other
+//! executors.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::pipeline::{
+    Evaluation, ExecutorSpec, METHODS, SteeringProfile, SteeringRun, method_label,
+};
+use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars};
+use hier_train::stages::BackboneSpec;
+use hier_train::stages::{StageRecord, write_json};
+
+/// The paper's gains in F1 over no steering (METHODS.md B; Qwen2.5-7B-Instruct executor,
+/// Qwen3-8B steering agent, ASearcher's seven QA benchmarks).
+pub const PAPER_GAIN: [(&str, &str); 6] = [
+    ("none", "0 (reference)"),
+    ("zero-shot", "+1.84"),
+    ("planning", "less than RL, or negative"),
+    ("verification", "less than RL, or negative"),
+    ("filtered-bc", "below online RL"),
+    (
+        "rl",
+        "+6.66 at 0.93 interventions/task, fewest executor turns",
+    ),
+];
+
+/// One evaluation, summarised.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub method: String,
+    pub label: String,
+    pub executor: String,
+    pub tau: Option<f64>,
+    pub episodes: usize,
+    /// F1 and EM in percent; the 95 % half-width over evaluation seeds (≥ 2 seeds).
+    pub f1: f64,
+    pub f1_ci95: Option<f64>,
+    pub em: f64,
+    /// F1 % by hop count (1–4; synthetic questions) and by test set (`[files]`).
+    pub f1_by_hops: BTreeMap<usize, f64>,
+    #[serde(default)]
+    pub f1_by_set: BTreeMap<String, f64>,
+    pub answered: f64,
+    pub interventions_per_task: f64,
+    /// Interventions per executor turn.
+    pub intervention_rate: f64,
+    pub turns_per_task: f64,
+    pub slow_path_runs_per_task: f64,
+    pub executor_tokens_per_task: f64,
+    /// F1 points over no steering with the same executor.
+    pub gain: Option<f64>,
+    pub gain_per_intervention: Option<f64>,
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n == 0 { f64::NAN } else { s / n as f64 }
+}
+
+/// Summarises one evaluation.
+pub fn row(e: &Evaluation) -> Row {
+    let r = &e.results;
+    let n = r.len().max(1) as f64;
+    let mut seeds: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for x in r {
+        seeds.entry(x.seed).or_default().push(100.0 * x.f1);
+    }
+    let f1_ci95 = (seeds.len() >= 2).then(|| {
+        let m: Vec<f64> = seeds.values().map(|v| mean(v.iter().copied())).collect();
+        let mu = mean(m.iter().copied());
+        let var = m.iter().map(|x| (x - mu).powi(2)).sum::<f64>() / (m.len() - 1) as f64;
+        1.96 * (var / m.len() as f64).sqrt()
+    });
+    let mut by_hops: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    let mut by_set: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for x in r {
+        if let Some(h) = x.hops {
+            by_hops.entry(h).or_default().push(100.0 * x.f1);
+        }
+        if let Some(s) = &x.test_set {
+            by_set.entry(s.clone()).or_default().push(100.0 * x.f1);
+        }
+    }
+    let turns: usize = r.iter().map(|x| x.turns).sum();
+    let interventions: usize = r.iter().map(|x| x.interventions).sum();
+    Row {
+        method: e.method.clone(),
+        label: method_label(&e.method).into(),
+        executor: e.executor.clone(),
+        tau: e.tau,
+        episodes: r.len(),
+        f1: mean(r.iter().map(|x| 100.0 * x.f1)),
+        f1_ci95,
+        em: mean(r.iter().map(|x| 100.0 * x.em)),
+        f1_by_hops: by_hops
+            .into_iter()
+            .map(|(h, v)| (h, mean(v.into_iter())))
+            .collect(),
+        f1_by_set: by_set
+            .into_iter()
+            .map(|(s, v)| (s, mean(v.into_iter())))
+            .collect(),
+        answered: mean(r.iter().map(|x| if x.answered { 100.0 } else { 0.0 })),
+        interventions_per_task: interventions as f64 / n,
+        intervention_rate: interventions as f64 / turns.max(1) as f64,
+        turns_per_task: turns as f64 / n,
+        slow_path_runs_per_task: e.slow_path_runs as f64 / n,
+        executor_tokens_per_task: mean(r.iter().map(|x| x.executor_tokens as f64)),
+        gain: None,
+        gain_per_intervention: None,
+    }
+}
+
+/// Every row with its gain over no steering on the same executor.
+pub fn rows(run: &SteeringRun) -> Vec<Row> {
+    let mut rows: Vec<Row> = run.evaluations.iter().map(row).collect();
+    let base: BTreeMap<String, f64> = rows
+        .iter()
+        .filter(|r| r.method == "none")
+        .map(|r| (r.executor.clone(), r.f1))
+        .collect();
+    for r in &mut rows {
+        if let Some(b) = base.get(&r.executor) {
+            let g = r.f1 - b;
+            r.gain = Some(g);
+            r.gain_per_intervention =
+                (r.interventions_per_task > 0.0).then(|| g / r.interventions_per_task);
+        }
+    }
+    rows
+}
+
+fn fmt(x: Option<f64>, digits: usize) -> String {
+    match x {
+        Some(v) if v.is_finite() => format!("{v:+.digits$}"),
+        _ => "–".into(),
+    }
+}
+
+/// F1 % by hop count (the synthetic world) or by test set (`[files]`), labelled.
+fn breakdown(p: &SteeringProfile, r: &Row) -> Vec<(String, Option<f64>)> {
+    match &p.files {
+        Some(f) => f
+            .test
+            .keys()
+            .map(|k| (k.clone(), r.f1_by_set.get(k).copied()))
+            .collect(),
+        None => (1..=4)
+            .map(|h| {
+                let label = if h == 1 {
+                    "1 hop".into()
+                } else {
+                    format!("{h} hops")
+                };
+                (label, r.f1_by_hops.get(&h).copied())
+            })
+            .collect(),
+    }
+}
+
+/// What an executor is, in words.
+fn describe_executor(x: &ExecutorSpec) -> String {
+    let backbone = match &x.backbone {
+        None => "the shared backbone".to_string(),
+        Some(BackboneSpec::Hf { path }) => format!("its own HF checkpoint `{}`", path.display()),
+        Some(BackboneSpec::Pretrain { model, .. }) => format!(
+            "its own tiny backbone pre-trained from scratch (hidden {}, {} layers)",
+            model.hidden_size, model.num_hidden_layers
+        ),
+    };
+    let adapter = match (&x.sft, &x.drift) {
+        (Some(_), Some(d)) => format!(
+            "with an SFT adapter on {} demonstrations with drift (over-search {}, early answer \
+             {}, looping {}, seed {})",
+            x.demos, d.over_search, d.early_answer, d.looping, d.seed
+        ),
+        _ => "with no adapter".to_string(),
+    };
+    let chat = if x.chat {
+        ", prompted through its chat template"
+    } else {
+        ""
+    };
+    format!("`{}`: {backbone}, {adapter}{chat}", x.name)
+}
+
+fn main_rows<'a>(rows: &'a [Row], p: &SteeringProfile) -> Vec<&'a Row> {
+    METHODS
+        .iter()
+        .filter_map(|m| {
+            rows.iter().find(|r| {
+                r.method == *m && r.executor == "main" && r.tau.is_none_or(|t| t == p.steer.tau)
+            })
+        })
+        .collect()
+}
+
+fn sweep_rows(rows: &[Row]) -> Vec<&Row> {
+    let mut s: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.method == "rl" && r.executor == "main")
+        .collect();
+    s.sort_by(|a, b| b.tau.partial_cmp(&a.tau).expect("finite τ"));
+    s
+}
+
+fn markdown(
+    p: &SteeringProfile,
+    run: &SteeringRun,
+    rows: &[Row],
+    stages: &[StageRecord],
+) -> String {
+    let data = match (&p.world, &p.files) {
+        (Some(w), _) => format!(
+            "Synthetic multi-hop world (seed {}), {} test questions",
+            w.seed, p.eval.tasks
+        ),
+        (_, Some(f)) => format!(
+            "Questions from files ({} per test set: {}), passages from {}",
+            p.eval.tasks,
+            f.test.keys().cloned().collect::<Vec<_>>().join(", "),
+            match (&f.retriever_url, &f.corpus) {
+                (Some(u), _) => format!("the retrieval server at {u}"),
+                (None, Some(c)) => format!("a BM25 index over `{}`", c.display()),
+                (None, None) => "?".into(),
+            }
+        ),
+        (None, None) => "?".into(),
+    };
+    let mut md = format!(
+        "# Steering (METHODS.md B) — profile `{}`\n\n\
+         {data} × {} evaluation seed(s). The frozen training executor is {}; the steering \
+         agent is its own adapter on the profile's backbone. F1/EM as ASearcher scores them, \
+         in percent. Wall time of this invocation: {:.0} s.\n\n",
+        p.name,
+        p.eval.seeds.len(),
+        describe_executor(&p.executor),
+        run.wall_seconds
+    );
+    md.push_str(&format!(
+        "## Main comparison (training executor, τ = {})\n\n\
+         | Method | F1 | Δ F1 vs none | EM | answered % | interventions/task | executor turns/task | slow-path runs/task | paper: Δ F1 |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+        p.steer.tau
+    ));
+    for r in main_rows(rows, p) {
+        let paper = PAPER_GAIN
+            .iter()
+            .find(|(m, _)| *m == r.method)
+            .map(|(_, v)| *v)
+            .unwrap_or("");
+        let ci = r.f1_ci95.map(|c| format!(" ± {c:.1}")).unwrap_or_default();
+        md.push_str(&format!(
+            "| {} | {:.1}{ci} | {} | {:.1} | {:.0} | {:.2} | {:.2} | {:.2} | {paper} |\n",
+            r.label,
+            r.f1,
+            fmt(r.gain, 1),
+            r.em,
+            r.answered,
+            r.interventions_per_task,
+            r.turns_per_task,
+            r.slow_path_runs_per_task,
+        ));
+    }
+    let mains = main_rows(rows, p);
+    if let Some(first) = mains.first() {
+        let heads: Vec<String> = breakdown(p, first).into_iter().map(|(h, _)| h).collect();
+        md.push_str(&format!(
+            "\n## F1 by {}\n\n| Method | {} |\n|---|{}\n",
+            if p.files.is_some() {
+                "test set"
+            } else {
+                "hop count"
+            },
+            heads.join(" | "),
+            "---|".repeat(heads.len())
+        ));
+        for r in &mains {
+            let cells: Vec<String> = breakdown(p, r)
+                .into_iter()
+                .map(|(_, v)| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "–".into()))
+                .collect();
+            md.push_str(&format!("| {} | {} |\n", r.label, cells.join(" | ")));
+        }
+    }
+    md.push_str(
+        "\n## τ sweep of the trained agent (no retraining)\n\n\
+         Paper: the highest intervention frequency gains +17.11 F1; gain per intervention is \
+         highest at low frequency.\n\n\
+         | τ | interventions/task | interventions/turn | F1 | total gain | gain/intervention |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for r in sweep_rows(rows) {
+        md.push_str(&format!(
+            "| {} | {:.2} | {:.3} | {:.1} | {} | {} |\n",
+            r.tau.map(|t| t.to_string()).unwrap_or_default(),
+            r.interventions_per_task,
+            r.intervention_rate,
+            r.f1,
+            fmt(r.gain, 1),
+            fmt(r.gain_per_intervention, 2)
+        ));
+    }
+    if !p.transfer.is_empty() {
+        md.push_str(
+            "\n## Transfer to other executors (no retraining)\n\n\
+             Paper (other model families): Llama-3.1-8B-Instruct +15.78, \
+             Mistral-7B-Instruct-v0.3 +12.01, Phi-4 +5.92. The executors here:\n\n",
+        );
+        for x in &p.transfer {
+            md.push_str(&format!("- {}\n", describe_executor(x)));
+        }
+        md.push_str(
+            "\n| Executor | Method | F1 | Δ F1 vs none | interventions/task | executor turns/task |\n\
+             |---|---|---|---|---|---|\n",
+        );
+        for x in &p.transfer {
+            for r in rows.iter().filter(|r| r.executor == x.name) {
+                md.push_str(&format!(
+                    "| {} | {} | {:.1} | {} | {:.2} | {:.2} |\n",
+                    x.name,
+                    r.label,
+                    r.f1,
+                    fmt(r.gain, 1),
+                    r.interventions_per_task,
+                    r.turns_per_task
+                ));
+            }
+        }
+    }
+    if !run.curve.is_empty() {
+        md.push_str(&format!(
+            "\n## Training\n\n{} bank states; {} rounds. Per round: mean no-intervention \
+             return b, mean return after a slow-path output, mean best gain max_j R̄ − b, mean \
+             q(s), shares of stop / guide / pass / unreadable outputs.\n\n\
+             | round | b | R̄ | best gain | q | stop | guide | pass | unreadable | rank pairs |\n\
+             |---|---|---|---|---|---|---|---|---|---|\n",
+            run.bank_states,
+            run.curve.len()
+        ));
+        for c in &run.curve {
+            md.push_str(&format!(
+                "| {} | {:.3} | {:.3} | {:+.3} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} | {} |\n",
+                c.round,
+                c.mean_baseline,
+                c.mean_return,
+                c.mean_best_gain,
+                c.mean_q,
+                c.stop,
+                c.guide,
+                c.pass,
+                c.unreadable,
+                c.rank_pairs
+            ));
+        }
+    }
+    md.push_str("\n## Stages\n\n| stage | reused | seconds (when it ran) |\n|---|---|---|\n");
+    for s in stages {
+        md.push_str(&format!(
+            "| {} | {} | {} |\n",
+            s.name,
+            if s.cached { "yes" } else { "no" },
+            s.ran_seconds
+                .map(|x| format!("{x:.0}"))
+                .unwrap_or_else(|| "–".into())
+        ));
+    }
+    md
+}
+
+fn csv(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "method,executor,tau,episodes,f1,f1_ci95,em,answered,interventions_per_task,\
+         intervention_rate,turns_per_task,slow_path_runs_per_task,executor_tokens_per_task,gain\n",
+    );
+    let o = |x: Option<f64>| x.map(|v| format!("{v:.4}")).unwrap_or_default();
+    for r in rows {
+        out.push_str(&format!(
+            "{},{},{},{},{:.4},{},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{:.1},{}\n",
+            r.method,
+            r.executor,
+            o(r.tau),
+            r.episodes,
+            r.f1,
+            o(r.f1_ci95),
+            r.em,
+            r.answered,
+            r.interventions_per_task,
+            r.intervention_rate,
+            r.turns_per_task,
+            r.slow_path_runs_per_task,
+            r.executor_tokens_per_task,
+            o(r.gain)
+        ));
+    }
+    out
+}
+
+/// Writes `steering.{json,md,csv}` and the figures into `out`.
+pub fn write_all(
+    out: &Path,
+    p: &SteeringProfile,
+    run: &SteeringRun,
+    stages: &[StageRecord],
+) -> Result<()> {
+    let rows = rows(run);
+    let json = serde_json::json!({
+        "profile": p.name,
+        "wall_seconds": run.wall_seconds,
+        "rows": rows,
+        "paper_gain": PAPER_GAIN.iter().map(|(m, v)| (m.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+        "curve": run.curve,
+        "bank_states": run.bank_states,
+        "evaluations": run.evaluations,
+        "stages": stages,
+    });
+    write_json(&out.join("steering.json"), &json)?;
+    hier_backbone::write_atomic(
+        &out.join("steering.md"),
+        markdown(p, run, &rows, stages).as_bytes(),
+    )?;
+    hier_backbone::write_atomic(&out.join("steering.csv"), csv(&rows).as_bytes())?;
+    draw(out, p, &rows)
+}
+
+fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
+    let dir = out.join("figures");
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    if let Err(why) = ensure_font() {
+        tracing::warn!("figures not drawn: {why}");
+        let text = format!(
+            "Figures were not drawn: {why}.\nThe tables (steering.md/json/csv) are complete.\n"
+        );
+        return Ok(hier_backbone::write_atomic(
+            &dir.join("NO_FONT.txt"),
+            text.as_bytes(),
+        )?);
+    }
+    let e = |e: Box<dyn std::error::Error>| Error::Figure(e.to_string());
+    let main = main_rows(rows, p);
+    // F1 overall and by hops (or by test set).
+    let mut groups = vec!["all".to_string()];
+    if let Some(r) = main.first() {
+        groups.extend(breakdown(p, r).into_iter().map(|(g, _)| g));
+    }
+    let series: Vec<Series> = main
+        .iter()
+        .map(|r| {
+            let mut v = vec![(r.f1, r.f1_ci95)];
+            v.extend(
+                breakdown(p, r)
+                    .into_iter()
+                    .map(|(_, x)| (x.unwrap_or(f64::NAN), None)),
+            );
+            (r.label.clone(), v)
+        })
+        .collect();
+    grouped_bars(
+        &dir.join("f1.png"),
+        &format!(
+            "F1 by method, overall and by {} (profile {})",
+            if p.files.is_some() {
+                "test set"
+            } else {
+                "hop count"
+            },
+            p.name
+        ),
+        "F1 %",
+        100.0,
+        &groups,
+        &series,
+    )
+    .map_err(e)?;
+    // Cost: interventions and executor turns per task.
+    let cost_max = main
+        .iter()
+        .map(|r| r.turns_per_task.max(r.interventions_per_task))
+        .fold(1.0, f64::max)
+        * 1.15;
+    let series: Vec<Series> = main
+        .iter()
+        .map(|r| {
+            (
+                r.label.clone(),
+                vec![(r.interventions_per_task, None), (r.turns_per_task, None)],
+            )
+        })
+        .collect();
+    grouped_bars(
+        &dir.join("cost.png"),
+        "Interventions and executor turns per task",
+        "per task",
+        cost_max,
+        &[
+            "interventions / task".to_string(),
+            "executor turns / task".to_string(),
+        ],
+        &series,
+    )
+    .map_err(e)?;
+    if p.transfer.is_empty() {
+        return tau_sweep(&dir.join("tau_sweep.png"), &sweep_rows(rows)).map_err(e);
+    }
+    // Transfer.
+    let executors: Vec<&str> = std::iter::once("main")
+        .chain(p.transfer.iter().map(|x| x.name.as_str()))
+        .collect();
+    let series: Vec<Series> = ["none", "zero-shot", "rl"]
+        .iter()
+        .map(|m| {
+            let v = executors
+                .iter()
+                .map(|x| {
+                    rows.iter()
+                        .find(|r| {
+                            r.method == *m
+                                && r.executor == *x
+                                && r.tau.is_none_or(|t| t == p.steer.tau)
+                        })
+                        .map(|r| (r.f1, r.f1_ci95))
+                        .unwrap_or((f64::NAN, None))
+                })
+                .collect();
+            (method_label(m).to_string(), v)
+        })
+        .collect();
+    grouped_bars(
+        &dir.join("transfer.png"),
+        "Transfer without retraining: F1 on the training executor and others",
+        "F1 %",
+        100.0,
+        &std::iter::once("training executor".to_string())
+            .chain(p.transfer.iter().map(|x| x.name.clone()))
+            .collect::<Vec<_>>(),
+        &series,
+    )
+    .map_err(e)?;
+    tau_sweep(&dir.join("tau_sweep.png"), &sweep_rows(rows)).map_err(e)?;
+    Ok(())
+}
+
+/// Total gain (left) and gain per intervention (right) against interventions per task.
+fn tau_sweep(path: &Path, rows: &[&Row]) -> Drawn {
+    let root = BitMapBackend::new(path, (1000, 440)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (left, right) = root.split_horizontally(500);
+    // (interventions per task, value, label) per τ.
+    type Points = Vec<(f64, f64, String)>;
+    let pts = |f: &dyn Fn(&Row) -> Option<f64>| -> Points {
+        rows.iter()
+            .filter_map(|r| {
+                let y = f(r)?;
+                y.is_finite().then(|| {
+                    (
+                        r.interventions_per_task,
+                        y,
+                        format!("τ={}", r.tau.unwrap_or(f64::NAN)),
+                    )
+                })
+            })
+            .collect()
+    };
+    let panels: [(&DrawingArea<_, _>, &str, Points); 2] = [
+        (&left, "total gain (F1 points)", pts(&|r| r.gain)),
+        (
+            &right,
+            "gain per intervention",
+            pts(&|r| r.gain_per_intervention),
+        ),
+    ];
+    for (k, (area, what, p)) in panels.into_iter().enumerate() {
+        let xmax = p.iter().map(|x| x.0).fold(0.1, f64::max) * 1.15;
+        let (ymin, ymax) = p
+            .iter()
+            .fold((-1.0f64, 1.0f64), |(a, b), x| (a.min(x.1), b.max(x.1)));
+        let pad = 0.15 * (ymax - ymin);
+        let mut chart = ChartBuilder::on(area)
+            .caption(format!("τ sweep: {what}"), ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(52)
+            .build_cartesian_2d(0f64..xmax, (ymin - pad)..(ymax + pad))?;
+        chart
+            .configure_mesh()
+            .x_desc("interventions per task")
+            .y_desc(what)
+            .label_style(("sans-serif", 13))
+            .draw()?;
+        let color = PALETTE[k];
+        let mut line: Vec<(f64, f64)> = p.iter().map(|x| (x.0, x.1)).collect();
+        line.sort_by(|a, b| a.0.partial_cmp(&b.0).expect("finite"));
+        chart.draw_series(LineSeries::new(line, color.stroke_width(2)))?;
+        chart.draw_series(
+            p.iter()
+                .map(|(x, y, _)| Circle::new((*x, *y), 4, color.filled())),
+        )?;
+        chart.draw_series(
+            p.iter()
+                .map(|(x, y, l)| Text::new(l.clone(), (*x, *y), ("sans-serif", 12))),
+        )?;
+    }
+    root.present()?;
+    Ok(())
+}

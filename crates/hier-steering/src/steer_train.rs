@@ -1,0 +1,868 @@
+//! Training the steering agent (METHODS.md B), the executor frozen:
+//!
+//! 1. **State bank**: the executor plays every training task without intervention; every
+//!    state before one of its turns goes into a [`StateBank`], scored by the fast path's
+//!    priority `v = σ(z)`.
+//! 2. For `rounds` rounds: pick up to `k` states without replacement, ε-greedily by priority.
+//! 3. For each picked state `s`: sample `G` slow-path outputs; from the state with each output
+//!    applied, and from the state left alone, play `N` continuations each.
+//!    `R̄_{s,j}` = mean final F1 after output `j`, `b_s` = mean F1 without intervention.
+//! 4. Fast path: `q(s) = mean_j |R̄_{s,j} − b_s|`, RankNet on `z` over same-task pairs
+//!    (`hier_steer::rank`).
+//! 5. Slow path: GRPO with `b_s` in the group (`hier_steer::grpo::baseline_in_group_advantages`),
+//!    per-token PPO-clip (`ppo_clip_loss`), optional k3 KL to the start adapter.
+//! 6. One optimiser step per epoch on `L_GRPO + w·L_rank`.
+//!
+//! The trained adapter starts as an exact copy of `reference` (the format-only "zero-shot"
+//! adapter: [`format_examples`]). Resumable per round: the checkpoint holds the adapter, the
+//! optimiser, the bank's priorities and the round count; every round's samples go to
+//! `samples.jsonl` (what filtered behaviour cloning learns from: [`filtered_bc_examples`]).
+
+use std::path::Path;
+
+use hier_backbone::burn::module::Module;
+use hier_backbone::burn::optim::GradientsParams;
+use hier_backbone::burn::tensor::{Tensor, TensorData};
+use hier_backbone::{CausalLm, Forward, SamplingConfig, Tokenizer};
+use hier_envs::{Env, Task};
+use hier_steer::bank::StateBank;
+use hier_steer::grpo::{
+    LossNormalisation, PpoConfig, StdScaling, baseline_in_group_advantages, ppo_clip_loss,
+};
+use hier_steer::rank::{q_target, ranknet_loss};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::search_agent::{Intervention, SearchStart, SearchState, rollout_search_from};
+use crate::steer_agent::{
+    AnswerTokens, SteerConfig, answer_word, encode_prompt, fast_prompt, log_odds, observation,
+    plan_prompt, sample_slow, slow_prompt, verify_prompt,
+};
+use hier_train::optim::clip_global_norm;
+use hier_train::policy::{BackbonePolicy, TextPolicy};
+use hier_train::prompt::encode_pair;
+use hier_train::runlog::{RunOptions, pin_config};
+use hier_train::runlog::{append_line, progress_bar, swap_in_dir, write_jsonl};
+use hier_train::sft::{SftExample, score_requests};
+use hier_train::sft::{padded, scores_of};
+
+/// How the frozen executor samples.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorSampling {
+    pub max_tokens: usize,
+    pub max_prompt: usize,
+    pub temperature: f32,
+    pub top_p: f32,
+    pub top_k: usize,
+}
+
+impl ExecutorSampling {
+    /// The executor as a policy over `lm` with adapter `adapter`, sampling from `seed`.
+    pub fn policy<'a>(
+        &self,
+        lm: &'a CausalLm,
+        tok: &'a Tokenizer,
+        adapter: Option<hier_backbone::AdapterId>,
+        seed: u64,
+    ) -> BackbonePolicy<'a> {
+        let mut p = BackbonePolicy::new(
+            lm,
+            tok,
+            adapter,
+            SamplingConfig {
+                max_new_tokens: self.max_tokens,
+                temperature: self.temperature,
+                top_k: Some(self.top_k),
+                top_p: Some(self.top_p),
+                seed,
+                use_cache: true,
+            },
+        );
+        p.max_prompt = Some(self.max_prompt);
+        p
+    }
+}
+
+/// A steering training run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SteerTrainConfig {
+    /// The trained adapter and the adapter it starts from, the KL reference
+    /// (`reproduce steering` sets them: they may be left out there, as may `steer`, `max_len`
+    /// and `seed`).
+    #[serde(default)]
+    pub adapter: String,
+    #[serde(default)]
+    pub reference: String,
+    /// Rounds `m`, states per round `k`, selection ε.
+    pub rounds: usize,
+    pub states_per_round: usize,
+    pub epsilon: f64,
+    /// Slow-path samples per state `G`, continuations per branch `N`.
+    pub samples: usize,
+    pub continuations: usize,
+    /// Optimiser steps per round (PPO epochs over the round's samples).
+    pub epochs: usize,
+    pub lr: f64,
+    pub weight_decay: f32,
+    pub grad_clip: f32,
+    pub clip_eps: f32,
+    /// k3 KL weight to `reference` (0: none).
+    pub beta: f32,
+    /// Weight of the ranking loss.
+    pub rank_weight: f32,
+    pub scale_std: bool,
+    /// Re-score the bank's priorities with the current fast path every this many rounds.
+    pub rescore_every: usize,
+    /// Continuations played together.
+    pub parallel: usize,
+    /// Observation and slow-path sampling (`tau` is unused in training).
+    #[serde(default)]
+    pub steer: SteerConfig,
+    /// Tokens per training sequence at most.
+    #[serde(default)]
+    pub max_len: usize,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+impl SteerTrainConfig {
+    fn validate(&self) -> Result<()> {
+        if self.rounds == 0
+            || self.states_per_round == 0
+            || self.samples < 1
+            || self.continuations == 0
+            || self.epochs == 0
+            || self.parallel == 0
+            || self.rescore_every == 0
+        {
+            return Err(Error::Invalid(
+                "steering: rounds, states_per_round, samples, continuations, epochs, parallel \
+                 and rescore_every must be positive"
+                    .into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.epsilon) {
+            return Err(Error::Invalid(format!(
+                "steering: epsilon {} is outside [0, 1]",
+                self.epsilon
+            )));
+        }
+        if self.adapter == self.reference {
+            return Err(Error::Invalid(
+                "steering: the trained adapter must differ from its reference".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A state of the bank: a task and the executor's turns so far (no notes: the bank comes from
+/// rollouts without intervention).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BankState {
+    pub task: Task,
+    /// Index of the task among the training tasks (ranking pairs are formed within a task).
+    pub group: usize,
+    pub question: String,
+    pub turns: Vec<(String, String)>,
+    /// The executor's next turn in the rollout the state came from.
+    pub next: String,
+}
+
+impl BankState {
+    /// The state before each turn of one episode of `task` (group `group`).
+    pub fn before_each_turn(
+        task: &Task,
+        group: usize,
+        question: &str,
+        turns: &[(String, String)],
+    ) -> Vec<BankState> {
+        (0..turns.len())
+            .map(|k| BankState {
+                task: task.clone(),
+                group,
+                question: question.to_owned(),
+                turns: turns[..k].to_vec(),
+                next: turns[k].0.clone(),
+            })
+            .collect()
+    }
+
+    /// The observation `O(g, s)`.
+    pub fn observation(&self, cfg: &SteerConfig) -> String {
+        observation(
+            &SearchState {
+                question: &self.question,
+                turns: &self.turns,
+                guidance: &[],
+            },
+            cfg.history,
+            cfg.info_chars,
+        )
+    }
+
+    fn start(&self) -> SearchStart {
+        SearchStart {
+            task: self.task.clone(),
+            turns: self.turns.clone(),
+            guidance: Vec::new(),
+            answer_now: false,
+        }
+    }
+}
+
+/// Plays every task once without intervention (`executor` reseeded from `seed`, `parallel`
+/// episodes at a time) and returns every state before a turn.
+pub fn collect_states(
+    envs: &mut [Box<dyn Env>],
+    tasks: &[Task],
+    executor: &mut dyn TextPolicy,
+    seed: u64,
+) -> Result<Vec<BankState>> {
+    if envs.is_empty() {
+        return Err(Error::Invalid("steering bank: no environments".into()));
+    }
+    executor.reseed(seed);
+    let mut states = Vec::new();
+    for (c, chunk) in tasks.chunks(envs.len()).enumerate() {
+        let eps = crate::search_agent::rollout_search(
+            &mut envs[..chunk.len()],
+            chunk,
+            executor,
+            None,
+            "steering-bank",
+        )?;
+        for (i, ep) in eps.into_iter().enumerate() {
+            let group = c * envs.len() + i;
+            let question = &ep.trace.episode.task;
+            states.extend(BankState::before_each_turn(
+                &chunk[i], group, question, &ep.turns,
+            ));
+        }
+    }
+    Ok(states)
+}
+
+/// The fast path's `z` for each observation, in batches of `batch`.
+pub fn fast_log_odds(
+    lm: &CausalLm,
+    tok: &Tokenizer,
+    adapter: &str,
+    observations: &[String],
+    max_prompt: usize,
+    batch: usize,
+) -> Result<Vec<f32>> {
+    let id = lm.adapter_id(adapter)?;
+    let a = AnswerTokens::of(tok)?;
+    let mut z = Vec::with_capacity(observations.len());
+    for chunk in observations.chunks(batch.max(1)) {
+        let prompts = chunk
+            .iter()
+            .map(|o| encode_prompt(tok, &fast_prompt(o, a.spaced), max_prompt))
+            .collect::<Result<Vec<_>>>()?;
+        let t = log_odds(lm, Some(id), &prompts, a.yes, a.no, false)?;
+        z.extend(
+            t.into_data()
+                .try_to_vec::<f32>()
+                .map_err(|e| Error::Invalid(format!("{e:?}")))?,
+        );
+    }
+    Ok(z)
+}
+
+/// One slow-path sample at a picked state, with its outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SlowSample {
+    /// The generated text after the prompt's `<think>`.
+    pub generated: String,
+    pub intervention: Option<Intervention>,
+    pub readable: bool,
+    /// `R̄_{s,j}` and the GRPO advantage.
+    pub mean_return: f64,
+    pub advantage: f32,
+}
+
+/// What one round did at one picked state (a line of `samples.jsonl`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StateRecord {
+    pub round: usize,
+    /// Index in the bank.
+    pub state: usize,
+    pub group: usize,
+    pub turn: usize,
+    pub z: f32,
+    /// `b_s`, `q(s)`.
+    pub baseline: f64,
+    pub q: f64,
+    pub samples: Vec<SlowSample>,
+}
+
+/// One round's summary (a line of `curve.jsonl`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RoundPoint {
+    pub round: usize,
+    pub states: usize,
+    pub mean_baseline: f64,
+    pub mean_return: f64,
+    /// Mean over states of `max_j R̄_{s,j} − b_s`.
+    pub mean_best_gain: f64,
+    pub mean_q: f64,
+    /// Shares of the slow path's samples: stop, guide, pass, unreadable.
+    pub stop: f64,
+    pub guide: f64,
+    pub pass: f64,
+    pub unreadable: f64,
+    pub rank_pairs: usize,
+    pub grpo_loss: f64,
+    pub rank_loss: f64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct State {
+    round: usize,
+    priorities: Vec<f32>,
+    config: SteerTrainConfig,
+}
+
+/// Trains (or resumes) `cfg.adapter` on `bank_states` (from [`collect_states`]); `lm` must
+/// live on an autodiff device and hold `cfg.reference`. The frozen `executor` plays the
+/// continuations (reseeded every round); `envs` are forks of one environment (continuations
+/// run `cfg.parallel` at a time).
+#[allow(clippy::too_many_arguments)]
+pub fn train_steering(
+    mut lm: CausalLm,
+    tok: &Tokenizer,
+    envs: &mut [Box<dyn Env>],
+    executor: &mut dyn TextPolicy,
+    bank_states: &[BankState],
+    cfg: &SteerTrainConfig,
+    out: &Path,
+    opts: &RunOptions,
+) -> Result<(CausalLm, Vec<RoundPoint>)> {
+    cfg.validate()?;
+    if bank_states.is_empty() {
+        return Err(Error::Invalid("steering: the state bank is empty".into()));
+    }
+    if envs.len() < cfg.parallel {
+        return Err(Error::Invalid(format!(
+            "steering: {} environments for parallel = {}",
+            envs.len(),
+            cfg.parallel
+        )));
+    }
+    std::fs::create_dir_all(out)?;
+    pin_config(
+        &out.join("steer_train.json"),
+        &serde_json::to_string_pretty(cfg).expect("serialises"),
+    )?;
+    let reference = lm.adapter_id(&cfg.reference)?;
+    let observations: Vec<String> = bank_states
+        .iter()
+        .map(|s| s.observation(&cfg.steer))
+        .collect();
+    let ckpt = out.join("checkpoint");
+    let state_path = ckpt.join("state.json");
+    let mut optim = hier_train::optim::adamw(cfg.weight_decay);
+    let ckpt_err = |path: &Path, msg: String| Error::Checkpoint {
+        path: path.to_owned(),
+        msg,
+    };
+    // The bank's priorities v = σ(z) under the trained adapter's current fast path.
+    let priorities = |lm: &CausalLm| -> Result<Vec<f32>> {
+        let z = fast_log_odds(
+            &lm.valid(),
+            tok,
+            &cfg.adapter,
+            &observations,
+            cfg.steer.max_prompt,
+            cfg.parallel,
+        )?;
+        Ok(z.iter().map(|&z| sigmoid(z)).collect())
+    };
+    let resumed = hier_train::runlog::resume_state(&state_path, cfg, |s: &State| &s.config)?;
+    let (id, start, start_priorities) = if let Some(state) = resumed {
+        let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
+        let p = ckpt.join("optimizer.bpk");
+        optim = optim.load(&p).map_err(|e| ckpt_err(&p, format!("{e:?}")))?;
+        (id, state.round, state.priorities)
+    } else {
+        let init = out.join("init_adapter");
+        lm.save_adapter(reference, &init, None)?;
+        let id = lm.load_adapter(&cfg.adapter, &init)?;
+        (id, 0, priorities(&lm)?)
+    };
+    let mut bank: StateBank<usize> = StateBank::new();
+    for (i, &p) in start_priorities.iter().enumerate() {
+        bank.push(i, p).map_err(|e| Error::Invalid(e.to_string()))?;
+    }
+    if bank.len() != bank_states.len() {
+        return Err(ckpt_err(
+            &state_path,
+            format!(
+                "{} priorities for a bank of {} states",
+                bank.len(),
+                bank_states.len()
+            ),
+        ));
+    }
+    let curve_path = out.join("curve.jsonl");
+    let samples_path = out.join("samples.jsonl");
+    let mut curve: Vec<RoundPoint> = read_lines(&curve_path)?
+        .into_iter()
+        .filter(|p: &RoundPoint| p.round <= start)
+        .collect();
+    let kept: Vec<StateRecord> = read_lines(&samples_path)?
+        .into_iter()
+        .filter(|r: &StateRecord| r.round <= start)
+        .collect();
+    write_jsonl(&curve_path, &curve)?;
+    write_jsonl(&samples_path, &kept)?;
+    let answers = AnswerTokens::of(tok)?;
+    let scaling = if cfg.scale_std {
+        StdScaling::Group
+    } else {
+        StdScaling::None
+    };
+    let ppo = PpoConfig {
+        eps_low: cfg.clip_eps,
+        eps_high: cfg.clip_eps,
+        beta: cfg.beta,
+        normalisation: LossNormalisation::Grpo,
+    };
+    let bar = progress_bar(opts.progress, cfg.rounds, &format!("steer {}", cfg.adapter));
+    bar.set_position(start as u64);
+    for round in start..cfg.rounds {
+        let mut rng =
+            StdRng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ round as u64);
+        // 2. ε-greedy top-k.
+        let picked = bank
+            .select(cfg.states_per_round, cfg.epsilon, &mut rng)
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        // 3. G slow-path samples per state, then N continuations per branch.
+        let g = cfg.samples;
+        let slow_prompts: Vec<String> = picked
+            .iter()
+            .flat_map(|&i| std::iter::repeat_n(slow_prompt(&observations[i]), g))
+            .collect();
+        let outputs = {
+            let inference = lm.valid();
+            sample_slow(
+                &inference,
+                tok,
+                Some(inference.adapter_id(&cfg.adapter)?),
+                &slow_prompts,
+                &cfg.steer,
+                cfg.seed ^ (round as u64).wrapping_mul(1_000_003),
+            )?
+        };
+        let n = cfg.continuations;
+        let mut starts: Vec<SearchStart> = Vec::new();
+        for (p, &i) in picked.iter().enumerate() {
+            let base = bank_states[i].start();
+            for o in &outputs[p * g..(p + 1) * g] {
+                for _ in 0..n {
+                    starts.push(base.clone().with(o.intervention.as_ref()));
+                }
+            }
+            for _ in 0..n {
+                starts.push(base.clone());
+            }
+        }
+        executor.reseed(cfg.seed ^ (round as u64 + 1).wrapping_mul(0x5851_F42D));
+        let mut returns = Vec::with_capacity(starts.len());
+        for chunk in starts.chunks(cfg.parallel) {
+            let eps = rollout_search_from(envs, chunk, executor, None, "steering-train")?;
+            returns.extend(eps.iter().map(|e| e.score));
+        }
+        let per_state = (g + 1) * n;
+        let mut records = Vec::with_capacity(picked.len());
+        let mut slow_rows: Vec<(SftExample, f32)> = Vec::new();
+        let mut qs = Vec::with_capacity(picked.len());
+        for (p, &i) in picked.iter().enumerate() {
+            let r = &returns[p * per_state..(p + 1) * per_state];
+            let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+            let rbar: Vec<f32> = (0..g)
+                .map(|j| mean(&r[j * n..(j + 1) * n]) as f32)
+                .collect();
+            let b = mean(&r[g * n..]) as f32;
+            let q = q_target(&rbar, b).map_err(|e| Error::Invalid(e.to_string()))?;
+            let adv = baseline_in_group_advantages(&rbar, b, scaling)
+                .map_err(|e| Error::Invalid(e.to_string()))?;
+            let mut samples = Vec::with_capacity(g);
+            for j in 0..g {
+                let o = &outputs[p * g + j];
+                let generated = o.text.trim_start_matches("<think>").to_owned();
+                let a = if adv.zero_variance {
+                    0.0
+                } else {
+                    adv.advantages[j]
+                };
+                if a != 0.0 {
+                    let what = format!("steering round {round} state {i} sample {j}");
+                    slow_rows.push((
+                        encode_pair(
+                            tok,
+                            &slow_prompt(&observations[i]),
+                            &generated,
+                            cfg.max_len,
+                            &what,
+                        )?,
+                        a,
+                    ));
+                }
+                samples.push(SlowSample {
+                    generated,
+                    intervention: o.intervention.clone(),
+                    readable: o.parse_error.is_none(),
+                    mean_return: rbar[j] as f64,
+                    advantage: a,
+                });
+            }
+            qs.push(q);
+            records.push(StateRecord {
+                round: round + 1,
+                state: i,
+                group: bank_states[i].group,
+                turn: bank_states[i].turns.len(),
+                z: logit(bank.priorities()[i]),
+                baseline: b as f64,
+                q: q as f64,
+                samples,
+            });
+        }
+        // 4–6. L_GRPO + w·L_rank, `epochs` steps.
+        let groups: Vec<usize> = picked.iter().map(|&i| bank_states[i].group).collect();
+        let rank_pairs = hier_steer::rank::ranking_pairs(&qs, &groups)
+            .map_err(|e| Error::Invalid(e.to_string()))?
+            .len();
+        let fast_prompts = picked
+            .iter()
+            .map(|&i| {
+                encode_prompt(
+                    tok,
+                    &fast_prompt(&observations[i], answers.spaced),
+                    cfg.steer.max_prompt,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let device = lm.device();
+        let rows: Vec<SftExample> = slow_rows.iter().map(|(e, _)| e.clone()).collect();
+        let (old, refs) = {
+            let inference = lm.valid();
+            let batch = rows.len().max(1);
+            let old = scores_of(&inference, id, &rows, batch)?;
+            let refs = if cfg.beta != 0.0 && !rows.is_empty() {
+                Some(scores_of(&inference, reference, &rows, batch)?)
+            } else {
+                None
+            };
+            (old, refs)
+        };
+        let (mut grpo_loss, mut rank_loss) = (0.0, 0.0);
+        if !rows.is_empty() || rank_pairs > 0 {
+            for _ in 0..cfg.epochs {
+                let mut total: Option<Tensor<1>> = None;
+                if !rows.is_empty() {
+                    let s = lm.score(
+                        &score_requests(&rows),
+                        Forward {
+                            adapter: Some(id),
+                            train: true,
+                        },
+                    )?;
+                    let [_, c] = s.logprobs.dims();
+                    let adv: Vec<f32> = slow_rows.iter().map(|(_, a)| *a).collect();
+                    let adv = Tensor::<1>::from_data(TensorData::new(adv, [rows.len()]), &device);
+                    let out = ppo_clip_loss(
+                        s.logprobs,
+                        padded(&old.iter().collect::<Vec<_>>(), c, &device),
+                        adv,
+                        s.mask,
+                        refs.as_ref()
+                            .map(|r| padded(&r.iter().collect::<Vec<_>>(), c, &device)),
+                        &ppo,
+                    )
+                    .map_err(|e| Error::Invalid(e.to_string()))?;
+                    grpo_loss = out.loss.clone().into_scalar::<f32>() as f64;
+                    total = Some(out.loss);
+                }
+                if rank_pairs > 0 {
+                    let z = log_odds(&lm, Some(id), &fast_prompts, answers.yes, answers.no, true)?;
+                    let out =
+                        ranknet_loss(z, &qs, &groups).map_err(|e| Error::Invalid(e.to_string()))?;
+                    rank_loss = out.loss.clone().into_scalar::<f32>() as f64;
+                    let l = out.loss.mul_scalar(cfg.rank_weight);
+                    total = Some(match total {
+                        Some(t) => t + l,
+                        None => l,
+                    });
+                }
+                let loss = total.expect("some loss");
+                let value = loss.clone().into_scalar::<f32>();
+                if !value.is_finite() {
+                    return Err(Error::Invalid(format!(
+                        "steering {}: loss became {value}; lower lr",
+                        cfg.adapter
+                    )));
+                }
+                let mut grads = GradientsParams::from_grads(loss.backward(), &lm);
+                clip_global_norm(&lm, &mut grads, cfg.grad_clip);
+                lm = optim.step(cfg.lr, lm, grads);
+            }
+        }
+        // Re-score the bank with the updated fast path.
+        if (round + 1) % cfg.rescore_every == 0 {
+            bank.rescore(priorities(&lm)?)
+                .map_err(|e| Error::Invalid(e.to_string()))?;
+        }
+        let all: Vec<&SlowSample> = records.iter().flat_map(|r| &r.samples).collect();
+        let share = |f: &dyn Fn(&SlowSample) -> bool| {
+            all.iter().filter(|s| f(s)).count() as f64 / all.len().max(1) as f64
+        };
+        let states = records.len().max(1) as f64;
+        let point = RoundPoint {
+            round: round + 1,
+            states: records.len(),
+            mean_baseline: records.iter().map(|r| r.baseline).sum::<f64>() / states,
+            mean_return: all.iter().map(|s| s.mean_return).sum::<f64>() / all.len().max(1) as f64,
+            mean_best_gain: records
+                .iter()
+                .map(|r| {
+                    r.samples
+                        .iter()
+                        .map(|s| s.mean_return)
+                        .fold(f64::NEG_INFINITY, f64::max)
+                        - r.baseline
+                })
+                .sum::<f64>()
+                / states,
+            mean_q: records.iter().map(|r| r.q).sum::<f64>() / states,
+            stop: share(&|s| s.intervention == Some(Intervention::StopAndAnswer)),
+            guide: share(&|s| matches!(s.intervention, Some(Intervention::Guidance(_)))),
+            pass: share(&|s| s.readable && s.intervention.is_none()),
+            unreadable: share(&|s| !s.readable),
+            rank_pairs,
+            grpo_loss,
+            rank_loss,
+        };
+        for r in &records {
+            append_line(
+                &samples_path,
+                &serde_json::to_string(r).expect("serialises"),
+            )?;
+        }
+        curve.push(point);
+        write_jsonl(&curve_path, &curve)?;
+        bar.inc(1);
+        let priorities: Vec<f32> = bank.priorities().to_vec();
+        swap_in_dir(&ckpt, |dir| -> Result<()> {
+            lm.save_adapter(id, &dir.join("adapter"), None)?;
+            let p = dir.join("optimizer.bpk");
+            optim.save(&p).map_err(|e| ckpt_err(&p, format!("{e:?}")))?;
+            let state = serde_json::to_string_pretty(&State {
+                round: round + 1,
+                priorities,
+                config: cfg.clone(),
+            })
+            .expect("serialises");
+            hier_backbone::write_atomic(&dir.join("state.json"), state.as_bytes())?;
+            Ok(())
+        })?;
+        if opts.stop_after.is_some_and(|s| round + 1 >= s) {
+            bar.finish_and_clear();
+            return Ok((lm, curve));
+        }
+    }
+    bar.finish_and_clear();
+    lm.save_adapter(id, &out.join("adapter"), None)?;
+    Ok((lm, curve))
+}
+
+fn sigmoid(z: f32) -> f32 {
+    // σ(z) = e^{min(z,0)} / (1 + e^{−|z|}): finite for any z.
+    z.min(0.0).exp() / (1.0 + (-z.abs()).exp())
+}
+
+fn logit(p: f32) -> f32 {
+    let p = p.clamp(1e-7, 1.0 - 1e-7);
+    (p / (1.0 - p)).ln()
+}
+
+fn read_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    std::fs::read_to_string(path)?
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(k, l)| {
+            serde_json::from_str(l).map_err(|e| Error::Checkpoint {
+                path: path.to_owned(),
+                msg: format!("line {}: {e}", k + 1),
+            })
+        })
+        .collect()
+}
+
+/// Notes the format-only agent writes: generic (it knows the protocol, not the task) and
+/// short, with reasoning of a few words, so that a tiny backbone learns the protocol in a few
+/// hundred steps.
+const FORMAT_NOTES: [&str; 4] = [
+    "answer now",
+    "search the next name",
+    "do not search again",
+    "check the last result",
+];
+
+/// The "zero-shot" steering agent's data: the protocol with decisions drawn at random. At
+/// every bank state: a fast-path answer (`yes`/`no`, even odds), a slow-path output
+/// (`pass`/`stop`/`guide: note`, a third each, with a generic note), a plan at first states and
+/// a verdict where the executor's next turn is an answer. An instruct model knows such a
+/// protocol from its instructions; the tiny backbone learns it here, and nothing here says
+/// *when* to intervene — that is what training adds.
+pub fn format_examples(
+    tok: &Tokenizer,
+    states: &[BankState],
+    cfg: &SteerConfig,
+    max_len: usize,
+    seed: u64,
+) -> Result<Vec<SftExample>> {
+    let answers = AnswerTokens::of(tok)?;
+    format_pairs(states, cfg, answers.spaced, seed)
+        .into_iter()
+        .enumerate()
+        .map(|(k, (p, t))| {
+            encode_pair(
+                tok,
+                &p,
+                &t,
+                max_len,
+                &format!("steering format example {k}"),
+            )
+            .map_err(Error::from)
+        })
+        .collect()
+}
+
+/// [`format_examples`] as text `(prompt, target)` pairs; `spaced` as in [`AnswerTokens`]
+/// (the text is the same either way: `Answer: yes`).
+pub fn format_pairs(
+    states: &[BankState],
+    cfg: &SteerConfig,
+    spaced: bool,
+    seed: u64,
+) -> Vec<(String, String)> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut out = Vec::new();
+    for s in states {
+        let o = s.observation(cfg);
+        let word = answer_word(rng.random_bool(0.5), spaced);
+        out.push((fast_prompt(&o, spaced), word.to_owned()));
+        let note = FORMAT_NOTES[rng.random_range(0..FORMAT_NOTES.len())];
+        let action = match rng.random_range(0..3) {
+            0 => "pass".to_owned(),
+            1 => "stop".to_owned(),
+            _ => format!("guide: {note}"),
+        };
+        let reply = format!(" the last turn </think><action>{action}</action>");
+        out.push((slow_prompt(&o), reply));
+        if s.turns.is_empty() {
+            let plan = format!(" a plan </think><action>guide: {note}</action>");
+            out.push((plan_prompt(&o), plan));
+        }
+        if matches!(
+            hier_envs::qa::env::parse_call(&s.next),
+            Some(hier_envs::qa::env::Call::Answer(_))
+        ) {
+            let verdict = if rng.random_bool(0.5) {
+                "pass".to_owned()
+            } else {
+                format!("guide: {note}")
+            };
+            let reply = format!(" the answer </think><action>{verdict}</action>");
+            out.push((verify_prompt(&o, &s.next), reply));
+        }
+    }
+    out
+}
+
+/// The bank states of a demonstration: the state before each of its turns.
+pub fn demo_states(demo: &crate::search_agent::SearchDemo, group: usize) -> Vec<BankState> {
+    BankState::before_each_turn(&demo.task, group, &demo.question, &demo.turns)
+}
+
+/// Filtered behaviour cloning's data from a training run's `samples.jsonl` records: every
+/// slow-path output that beat leaving the state alone (`R̄_{s,j} > b_s`), and fast-path labels
+/// (`yes` where some output beat `b_s`, else `no`).
+pub fn filtered_bc_examples(
+    tok: &Tokenizer,
+    states: &[BankState],
+    records: &[StateRecord],
+    cfg: &SteerConfig,
+    max_len: usize,
+) -> Result<Vec<SftExample>> {
+    let answers = AnswerTokens::of(tok)?;
+    let mut out = Vec::new();
+    for (k, r) in records.iter().enumerate() {
+        let s = states.get(r.state).ok_or_else(|| {
+            Error::Invalid(format!("samples record {k}: no bank state {}", r.state))
+        })?;
+        let o = s.observation(cfg);
+        let what = format!("filtered BC record {k}");
+        let good: Vec<&SlowSample> = r
+            .samples
+            .iter()
+            .filter(|x| x.readable && x.mean_return > r.baseline)
+            .collect();
+        let word = answer_word(!good.is_empty(), answers.spaced);
+        out.push(encode_pair(
+            tok,
+            &fast_prompt(&o, answers.spaced),
+            word,
+            max_len,
+            &what,
+        )?);
+        for x in good {
+            out.push(encode_pair(
+                tok,
+                &slow_prompt(&o),
+                &x.generated,
+                max_len,
+                &what,
+            )?);
+        }
+    }
+    Ok(out)
+}
+
+/// The executor's SFT data from demonstrations: every turn, plus answer-now pairs
+/// ([`crate::search_agent::SearchDemo::answer_now_pairs`]).
+pub fn executor_examples(
+    tok: &Tokenizer,
+    demos: &[crate::search_agent::SearchDemo],
+    max_len: usize,
+) -> Result<Vec<SftExample>> {
+    let mut out = Vec::new();
+    for (d, demo) in demos.iter().enumerate() {
+        for (k, (p, t)) in demo
+            .pairs()
+            .into_iter()
+            .chain(demo.answer_now_pairs())
+            .enumerate()
+        {
+            out.push(encode_pair(
+                tok,
+                &p,
+                &t,
+                max_len,
+                &format!("search demo {d} pair {k}"),
+            )?);
+        }
+    }
+    Ok(out)
+}

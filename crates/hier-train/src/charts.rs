@@ -1,0 +1,144 @@
+//! Chart primitives both pipelines draw with (plotters, bitmap backend): the font, the
+//! palette, grouped bars with 95 % whiskers.
+//!
+//! Text needs a TrueType font, read at run time (nothing is committed or downloaded): the file
+//! named by `HIER_FONT`, else the first of the usual system locations of DejaVu Sans /
+//! Liberation Sans / Arial. Without one, [`ensure_font`] says why and callers draw nothing.
+
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+
+/// Why no figure can be drawn (no usable font).
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NoFont(pub String);
+
+const FONT_PATHS: [&str; 6] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/System/Library/Fonts/Supplemental/Arial.ttf",
+    "C:\\Windows\\Fonts\\arial.ttf",
+];
+
+fn font_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("HIER_FONT") {
+        return Some(PathBuf::from(p));
+    }
+    FONT_PATHS.iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+/// Registers the font once per process; `Err` explains why figures cannot be drawn.
+pub fn ensure_font() -> Result<(), NoFont> {
+    static DONE: std::sync::OnceLock<Result<(), NoFont>> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| {
+        let path = font_path().ok_or_else(|| {
+            NoFont(format!(
+                "no TrueType font found (set HIER_FONT, or install one of {FONT_PATHS:?})"
+            ))
+        })?;
+        let bytes = std::fs::read(&path).map_err(|e| NoFont(format!("{}: {e}", path.display())))?;
+        // plotters keeps fonts for the life of the process.
+        let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+            .map_err(|_| NoFont(format!("{}: not a usable TrueType font", path.display())))
+    })
+    .clone()
+}
+
+/// Matplotlib's `tab10`.
+pub const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// One bar series: its name and `(value, 95 % half-width)` per group.
+pub type Series = (String, Vec<(f64, Option<f64>)>);
+
+pub type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
+
+/// Grouped bars: one group per name in `groups`, one bar per series, whiskers = the 95 %
+/// half-widths; non-finite values are left out (no bar), so an empty group shows as empty.
+pub fn grouped_bars(
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    y_max: f64,
+    groups: &[String],
+    series: &[Series],
+) -> Drawn {
+    let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let n = groups.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(48)
+        .build_cartesian_2d(0f64..n, -0.08 * y_max..y_max)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc(y_desc)
+        .x_labels(0)
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    // Group names centred under their bars (below the zero line).
+    let centred = TextStyle::from(("sans-serif", 14).into_font()).pos(
+        plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Center,
+        ),
+    );
+    chart.draw_series(groups.iter().enumerate().map(|(g, name)| {
+        Text::new(
+            name.clone(),
+            (g as f64 + 0.5, -0.04 * y_max),
+            centred.clone(),
+        )
+    }))?;
+    let k = series.len().max(1) as f64;
+    let width = 0.8 / k;
+    for (s, (name, values)) in series.iter().enumerate() {
+        let color = PALETTE[s % PALETTE.len()];
+        chart
+            .draw_series(
+                values
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (v, _))| v.is_finite())
+                    .map(|(g, (v, _))| {
+                        let x0 = g as f64 + 0.1 + s as f64 * width;
+                        Rectangle::new([(x0, 0.0), (x0 + width * 0.9, *v)], color.filled())
+                    }),
+            )?
+            .label(name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+        chart.draw_series(values.iter().enumerate().filter_map(|(g, (v, h))| {
+            let h = (*h)?;
+            let x = g as f64 + 0.1 + (s as f64 + 0.45) * width;
+            Some(PathElement::new(
+                vec![(x, (v - h).max(0.0)), (x, (v + h).min(y_max))],
+                BLACK.stroke_width(2),
+            ))
+        }))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

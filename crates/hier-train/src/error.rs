@@ -1,0 +1,140 @@
+//! The one error type of `hier-train`. Every variant keeps its source or names the file, stage
+//! or setting at fault; an early stop on request ([`Error::Stopped`]) is a variant, not a
+//! sentinel string.
+
+use std::path::PathBuf;
+
+/// Errors of training, stages and evaluation.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// From the backbone (model, tokenizer, adapter, generation).
+    #[error(transparent)]
+    Backbone(#[from] hier_backbone::BackboneError),
+    /// From a dataset.
+    #[error(transparent)]
+    Data(#[from] hier_data::DataError),
+    /// From an environment.
+    #[error(transparent)]
+    Env(#[from] hier_envs::EnvError),
+    /// An environment failed on a task (`what` says which task and which call).
+    #[error("{what}: {source}")]
+    EnvTask {
+        /// `reset <task>`, `step <task>`, …
+        what: String,
+        /// The environment's error.
+        source: hier_envs::EnvError,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// An I/O error whose file the caller names (a checkpoint swap, …).
+    #[error(transparent)]
+    IoBare(#[from] std::io::Error),
+    /// A JSON (or JSON-lines) file did not parse.
+    #[error("{}{}: {source}", path.display(), line.map_or(String::new(), |l| format!(":{l}")))]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The line, for JSON lines.
+        line: Option<usize>,
+        /// The parser error.
+        source: serde_json::Error,
+    },
+    /// A TOML config is malformed or holds an unknown key.
+    #[error("{}: {msg}", path.display())]
+    Config {
+        /// The config file.
+        path: PathBuf,
+        /// Parser message (with line and column).
+        msg: String,
+    },
+    /// The corpus cannot train anything.
+    #[error("corpus: {0}")]
+    Corpus(String),
+    /// A checkpoint the run cannot resume from (another config, damaged files).
+    #[error("{}: {msg}", path.display())]
+    Checkpoint {
+        /// The offending path.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A text could not be tokenised (`what` names the example and its part).
+    #[error("{what}: {source}")]
+    Tokenize {
+        /// Which text.
+        what: String,
+        /// The tokenizer's error.
+        source: hier_backbone::BackboneError,
+    },
+    /// A setting or an argument that cannot work (named in the message).
+    #[error("{0}")]
+    Invalid(String),
+    /// A pipeline stage failed.
+    #[error("stage {stage}: {source}")]
+    Stage {
+        /// The stage's name.
+        stage: String,
+        /// What went wrong in it.
+        source: Box<Error>,
+    },
+    /// The run stopped early on request (`stop_after`, `stop_after_stages`): not a failure.
+    #[error("stopped early on request")]
+    Stopped,
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// An I/O error naming `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+    /// An environment error on a task, with what was being done (`reset <task>`, …).
+    pub fn env(what: impl Into<String>, source: hier_envs::EnvError) -> Self {
+        Self::EnvTask {
+            what: what.into(),
+            source,
+        }
+    }
+    /// A checkpoint error naming `path`.
+    pub fn checkpoint(path: impl Into<PathBuf>, msg: impl Into<String>) -> Self {
+        Self::Checkpoint {
+            path: path.into(),
+            msg: msg.into(),
+        }
+    }
+}
+
+/// What a pipeline's error type must offer the stage runner ([`crate::stages`]): it takes this
+/// crate's errors, wraps a failure with the stage's name, and tells an early stop apart.
+pub trait StageError: From<Error> + std::fmt::Display {
+    /// `self`, as the failure of stage `stage`.
+    fn in_stage(self, stage: &str) -> Self;
+    /// Whether this is an early stop on request rather than a failure.
+    fn is_stopped(&self) -> bool;
+}
+
+impl StageError for Error {
+    fn in_stage(self, stage: &str) -> Self {
+        match self {
+            Error::Stopped => Error::Stopped,
+            other => Error::Stage {
+                stage: stage.into(),
+                source: Box::new(other),
+            },
+        }
+    }
+    fn is_stopped(&self) -> bool {
+        matches!(self, Error::Stopped)
+    }
+}

@@ -1,0 +1,176 @@
+//! Bookkeeping every trainer shares: the learning-rate schedule, progress bars, metric lines (JSONL) that a
+//! resumed run trims back to its checkpoint, and checkpoint directories swapped in whole.
+
+use std::path::Path;
+
+use hier_backbone::write_atomic;
+
+use crate::error::{Error, Result};
+
+/// Linear warm-up to `lr` over `warmup` steps, then cosine decay to `min_lr` at `steps`.
+pub fn cosine_lr(lr: f64, min_lr: f64, warmup: usize, steps: usize, step: usize) -> f64 {
+    if step < warmup {
+        return lr * (step + 1) as f64 / warmup as f64;
+    }
+    let span = (steps - warmup).max(1) as f64;
+    let progress = ((step - warmup) as f64 / span).min(1.0);
+    min_lr + 0.5 * (lr - min_lr) * (1.0 + (std::f64::consts::PI * progress).cos())
+}
+
+/// Writes `rows` as JSON lines, atomically (the whole file or nothing).
+pub fn write_jsonl<T: serde::Serialize>(path: &Path, rows: &[T]) -> hier_backbone::Result<()> {
+    let text: String = rows
+        .iter()
+        .map(|r| serde_json::to_string(r).expect("serialises") + "\n")
+        .collect();
+    hier_backbone::write_atomic(path, text.as_bytes())
+}
+
+/// Appends one line to a metrics file.
+pub fn append_line(path: &Path, line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    writeln!(f, "{line}")
+}
+
+/// Drops metric lines written after the checkpoint (`"step"` > `step`) a run resumes from.
+pub fn keep_metrics_up_to(path: &Path, step: usize) -> std::io::Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let text = std::fs::read_to_string(path)?;
+    let kept: String = text
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|v| v["step"].as_u64())
+                .is_some_and(|s| s as usize <= step)
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    write_atomic(path, kept.as_bytes()).map_err(std::io::Error::other)
+}
+
+/// The state a trainer resumes from: `state_path` parsed when it exists (`None`: a fresh run),
+/// refused when it was written under another config (`config_of(state) != config`), since
+/// resuming under changed settings would silently splice two different runs together.
+pub fn resume_state<S, C>(
+    state_path: &Path,
+    config: &C,
+    config_of: impl FnOnce(&S) -> &C,
+) -> Result<Option<S>>
+where
+    S: serde::de::DeserializeOwned,
+    C: PartialEq,
+{
+    if !state_path.exists() {
+        return Ok(None);
+    }
+    let err = |msg: String| Error::checkpoint(state_path, msg);
+    let text = std::fs::read_to_string(state_path).map_err(|e| err(e.to_string()))?;
+    let state: S = serde_json::from_str(&text).map_err(|e| err(e.to_string()))?;
+    if config_of(&state) != config {
+        return Err(err("checkpoint was written by a different config".into()));
+    }
+    Ok(Some(state))
+}
+
+/// Fills a fresh `<ckpt>.tmp` with `fill`, then swaps it in for `ckpt`, so a crash at any
+/// point leaves either the old or the new checkpoint whole.
+pub fn swap_in_dir<E>(
+    ckpt: &Path,
+    fill: impl FnOnce(&Path) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E>
+where
+    E: From<std::io::Error>,
+{
+    let tmp = ckpt.with_extension("tmp");
+    let old = ckpt.with_extension("old");
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp)?;
+    fill(&tmp)?;
+    if ckpt.exists() {
+        let _ = std::fs::remove_dir_all(&old);
+        std::fs::rename(ckpt, &old)?;
+    }
+    std::fs::rename(&tmp, ckpt)?;
+    let _ = std::fs::remove_dir_all(&old);
+    Ok(())
+}
+
+/// A bar of `len` steps labelled `what` (hidden unless `show`).
+pub fn progress_bar(show: bool, len: usize, what: &str) -> indicatif::ProgressBar {
+    let bar = if show {
+        indicatif::ProgressBar::new(len as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{what} {{bar:30}} {{pos}}/{{len}} [{{elapsed_precise}}<{{eta_precise}}] {{msg}}"
+        ))
+        .expect("template"),
+    );
+    bar
+}
+
+/// How a trainer runs, without changing what it computes: a progress bar, and an early stop
+/// (after checkpointing) once `stop_after` steps are done — to test resumption. Every trainer
+/// takes this one type.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    pub progress: bool,
+    /// Stop (after checkpointing) once this many steps are done — to test resumption.
+    pub stop_after: Option<usize>,
+}
+
+/// Fails unless `path` is absent (then written) or holds exactly `resolved`.
+pub fn pin_config(path: &Path, resolved: &str) -> Result<()> {
+    if path.exists() {
+        let held = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        if held != resolved {
+            return Err(Error::checkpoint(
+                path,
+                "this directory holds a run with a different config; use another --out or delete it",
+            ));
+        }
+        Ok(())
+    } else {
+        Ok(hier_backbone::write_atomic(path, resolved.as_bytes())?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct State {
+        config: u32,
+        step: usize,
+    }
+
+    #[test]
+    fn a_run_resumes_only_from_a_state_of_its_own_config() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("state.json");
+        let read = |c: u32| resume_state(&path, &c, |s: &State| &s.config);
+        assert!(read(1).unwrap().is_none(), "no state: a fresh run");
+        std::fs::write(&path, r#"{"config": 1, "step": 7}"#).unwrap();
+        assert_eq!(read(1).unwrap().unwrap().step, 7);
+        let checkpoint = |e: Error| match e {
+            Error::Checkpoint { path, msg } => (path, msg),
+            other => panic!("not a checkpoint error: {other}"),
+        };
+        let (at, msg) = checkpoint(read(2).unwrap_err());
+        assert_eq!(at, path);
+        assert!(msg.contains("different config"), "{msg}");
+        std::fs::write(&path, r#"{"config": 1"#).unwrap();
+        let (at, msg) = checkpoint(read(1).unwrap_err());
+        assert!(at == path && msg.contains("EOF"), "{msg}");
+    }
+}

@@ -1,0 +1,384 @@
+//! Supervised fine-tuning of one named LoRA adapter over the frozen backbone — Multi²'s
+//! System-1 phase, `L_φ = −E[log π_φ(g_h | K, o_t)]` (METHODS.md A.1), and the flat SFT
+//! baseline. The loss is the mean negative log-likelihood of the target tokens of a batch
+//! (padding masked); only the adapter's `A`/`B` receive gradients.
+//!
+//! Runs are seeded (batch `k` is drawn from its own stream, so a resumed run sees the batches
+//! the uninterrupted one would), log `metrics.jsonl`, checkpoint `<out>/checkpoint` (adapter
+//! in PEFT format, optimiser state, step, config) by whole-directory swap, refuse a directory
+//! holding a different config, and write the final adapter to `<out>/adapter`.
+
+use std::path::Path;
+
+use hier_backbone::burn::optim::GradientsParams;
+use hier_backbone::burn::tensor::{Tensor, TensorData};
+use hier_backbone::{AdapterId, CausalLm, Forward, LoraConfig, ScoreRequest, TargetModule};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::optim::clip_global_norm;
+use crate::runlog::{append_line, cosine_lr, keep_metrics_up_to, progress_bar, swap_in_dir};
+
+use crate::error::{Error, Result};
+use crate::runlog::RunOptions;
+
+/// A fine-tuning run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftConfig {
+    /// Adapter name (`sys1`, `flat`, …).
+    pub adapter: String,
+    /// LoRA rank, α and target modules (`q_proj`, `v_proj`, …). Authors: r 16, α 32.
+    pub r: usize,
+    pub alpha: f64,
+    pub target_modules: Vec<String>,
+    pub steps: usize,
+    /// Examples per step (drawn with replacement).
+    pub batch_size: usize,
+    pub lr: f64,
+    pub min_lr: f64,
+    pub warmup_steps: usize,
+    pub weight_decay: f32,
+    pub grad_clip: f32,
+    pub seed: u64,
+    pub checkpoint_every: usize,
+    pub log_every: usize,
+}
+
+impl SftConfig {
+    fn lora(&self) -> Result<LoraConfig> {
+        lora_config("sft", self.r, self.alpha, &self.target_modules).map_err(Error::Invalid)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::Invalid(format!("sft: {m}")));
+        if self.steps == 0 || self.batch_size == 0 {
+            return bad("steps and batch_size must be positive");
+        }
+        if self.checkpoint_every == 0 || self.log_every == 0 {
+            return bad("checkpoint_every and log_every must be positive");
+        }
+        if !(self.lr > 0.0 && self.min_lr >= 0.0 && self.min_lr <= self.lr) {
+            return bad("need 0 ≤ min_lr ≤ lr and lr > 0");
+        }
+        if self.warmup_steps > self.steps {
+            return bad("warmup_steps exceeds steps");
+        }
+        self.lora().map(|_| ())
+    }
+}
+
+/// The LoRA config of `r`, `alpha` and named target modules; `what` prefixes the error.
+pub fn lora_config(
+    what: &str,
+    r: usize,
+    alpha: f64,
+    target_modules: &[String],
+) -> std::result::Result<LoraConfig, String> {
+    let targets = target_modules
+        .iter()
+        .map(|t| {
+            TargetModule::parse(t).ok_or_else(|| format!("{what}: unknown target module `{t}`"))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(LoraConfig::new(r, alpha, &targets))
+}
+
+/// `(prompt, target)` pairs as requests to score the targets.
+pub fn score_requests(rows: &[SftExample]) -> Vec<ScoreRequest> {
+    rows.iter()
+        .map(|e| ScoreRequest {
+            prompt: e.prompt.clone(),
+            continuation: e.target.clone(),
+        })
+        .collect()
+}
+
+/// One training pair, already tokenised.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SftExample {
+    pub prompt: Vec<u32>,
+    pub target: Vec<u32>,
+}
+
+/// What a finished (or stopped) run reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SftReport {
+    pub steps_done: usize,
+    pub resumed_from: usize,
+    /// Mean loss of the first and of the last logged window.
+    pub first_loss: f32,
+    pub last_loss: f32,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct State {
+    step: usize,
+    config: SftConfig,
+}
+
+/// Registers a fresh adapter with PEFT's initialisation (`A ~ U(±1/√in)`, `B = 0`, so the
+/// model's outputs do not change) drawn from `seed` — `CausalLm::add_adapter` draws from the
+/// backend's RNG, which a run cannot reproduce.
+pub fn add_seeded_adapter(
+    lm: &mut CausalLm,
+    name: &str,
+    config: LoraConfig,
+    seed: u64,
+) -> Result<AdapterId> {
+    use hier_backbone::burn::tensor::{Tensor, TensorData};
+    use hier_backbone::lora::LoraPair;
+    if lm.adapter_id(name).is_ok() {
+        return Err(Error::Invalid(format!(
+            "adapter `{name}` is already registered"
+        )));
+    }
+    lm.check_targets(name, &config.target_modules)?;
+    let device = lm.device();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let pairs = lm
+        .layers
+        .iter()
+        .enumerate()
+        .map(|(l, layer)| {
+            config
+                .target_modules
+                .iter()
+                .map(|&t| {
+                    let [din, dout] = layer.target(t).expect("check_targets").dims();
+                    let bound = 1.0 / (din as f32).sqrt();
+                    let a: Vec<f32> = (0..din * config.r)
+                        .map(|_| rng.random_range(-bound..bound))
+                        .collect();
+                    let a = Tensor::<2>::from_data(TensorData::new(a, [din, config.r]), &device);
+                    let b = Tensor::<2>::zeros([config.r, dout], &device);
+                    let pair_name = format!("{name}/model.layers.{l}.{}", t.path());
+                    (t, LoraPair::from_tensors(&pair_name, a, b, &config))
+                })
+                .collect()
+        })
+        .collect();
+    Ok(lm.replace_adapter(name, config, pairs)?)
+}
+
+/// Mean NLL of the targets under `adapter` (train mode).
+pub fn sft_loss(
+    lm: &CausalLm,
+    adapter: AdapterId,
+    batch: &[SftExample],
+) -> Result<hier_backbone::burn::tensor::Tensor<1>> {
+    let requests = score_requests(batch);
+    let out = lm.score(
+        &requests,
+        Forward {
+            adapter: Some(adapter),
+            train: true,
+        },
+    )?;
+    Ok(out.logprobs.sum().neg() / out.mask.sum())
+}
+
+/// Fine-tunes (or resumes) adapter `cfg.adapter` of `lm` on `examples`; `lm` must live on an
+/// autodiff device. Returns the model with the trained adapter.
+pub fn train_adapter(
+    mut lm: CausalLm,
+    examples: &[SftExample],
+    cfg: &SftConfig,
+    out: &Path,
+    opts: &RunOptions,
+) -> Result<(CausalLm, SftReport)> {
+    cfg.validate()?;
+    if examples.is_empty() {
+        return Err(Error::Invalid("sft: no training examples".into()));
+    }
+    std::fs::create_dir_all(out)?;
+    let resolved = serde_json::to_string_pretty(cfg).expect("config serialises");
+    let resolved_path = out.join("sft.json");
+    if resolved_path.exists() {
+        if std::fs::read_to_string(&resolved_path)? != resolved {
+            return Err(Error::Checkpoint {
+                path: resolved_path,
+                msg: "this directory holds a run with a different config; use another --out or \
+                      delete it"
+                    .into(),
+            });
+        }
+    } else {
+        hier_backbone::write_atomic(&resolved_path, resolved.as_bytes())?;
+    }
+
+    let ckpt = out.join("checkpoint");
+    let state_path = ckpt.join("state.json");
+    let mut optim = crate::optim::adamw(cfg.weight_decay);
+    let (id, start) = if let Some(state) =
+        crate::runlog::resume_state(&state_path, cfg, |s: &State| &s.config)?
+    {
+        let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
+        let opt_path = ckpt.join("optimizer.bpk");
+        optim = optim.load(&opt_path).map_err(|e| Error::Checkpoint {
+            path: opt_path.clone(),
+            msg: format!("{e:?}"),
+        })?;
+        (id, state.step)
+    } else {
+        (
+            add_seeded_adapter(&mut lm, &cfg.adapter, cfg.lora()?, cfg.seed)?,
+            0,
+        )
+    };
+
+    let metrics = out.join("metrics.jsonl");
+    keep_metrics_up_to(&metrics, start)?;
+    let bar = progress_bar(opts.progress, cfg.steps, &format!("sft {}", cfg.adapter));
+    bar.set_position(start as u64);
+    let (mut first_loss, mut last_loss) = (f32::NAN, f32::NAN);
+    let mut window = Vec::new();
+    let mut step = start;
+    while step < cfg.steps {
+        let mut rng =
+            StdRng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ step as u64);
+        let batch: Vec<SftExample> = (0..cfg.batch_size)
+            .map(|_| examples[rng.random_range(0..examples.len())].clone())
+            .collect();
+        let loss = sft_loss(&lm, id, &batch)?;
+        let value = loss.clone().into_scalar::<f32>();
+        if !value.is_finite() {
+            return Err(Error::Invalid(format!(
+                "sft {}: loss became {value} at step {step}; lower lr",
+                cfg.adapter
+            )));
+        }
+        let mut grads = GradientsParams::from_grads(loss.backward(), &lm);
+        let grad_norm = clip_global_norm(&lm, &mut grads, cfg.grad_clip);
+        let lr = cosine_lr(cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps, step);
+        lm = optim.step(lr, lm, grads);
+        step += 1;
+        window.push(value);
+        bar.inc(1);
+        if step % cfg.log_every == 0 || step == cfg.steps {
+            last_loss = window.iter().sum::<f32>() / window.len() as f32;
+            if first_loss.is_nan() {
+                first_loss = last_loss;
+            }
+            window.clear();
+            let line = serde_json::json!({"step": step, "loss": last_loss, "lr": lr,
+                "grad_norm": grad_norm});
+            append_line(&metrics, &line.to_string())?;
+            bar.set_message(format!("loss {last_loss:.3}"));
+        }
+        let stop_here = opts.stop_after.is_some_and(|s| step >= s);
+        if step % cfg.checkpoint_every == 0 || step == cfg.steps || stop_here {
+            swap_in_dir(&ckpt, |dir| -> Result<()> {
+                lm.save_adapter(id, &dir.join("adapter"), None)?;
+                let opt_path = dir.join("optimizer.bpk");
+                optim.save(&opt_path).map_err(|e| Error::Checkpoint {
+                    path: opt_path.clone(),
+                    msg: format!("{e:?}"),
+                })?;
+                let state = serde_json::to_string_pretty(&State {
+                    step,
+                    config: cfg.clone(),
+                })
+                .expect("state serialises");
+                hier_backbone::write_atomic(&dir.join("state.json"), state.as_bytes())?;
+                Ok(())
+            })?;
+        }
+        if stop_here {
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    if step == cfg.steps {
+        lm.save_adapter(id, &out.join("adapter"), None)?;
+    }
+    Ok((
+        lm,
+        SftReport {
+            steps_done: step,
+            resumed_from: start,
+            first_loss,
+            last_loss,
+        },
+    ))
+}
+
+/// LoRA SFT settings shared by System 1, flat SFT and Glider's SFT phase.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftSpec {
+    pub r: usize,
+    pub alpha: f64,
+    pub target_modules: Vec<String>,
+    pub steps: usize,
+    pub batch_size: usize,
+    pub lr: f64,
+    pub min_lr: f64,
+    pub warmup_steps: usize,
+}
+
+/// The SFT run of `spec` for adapter `adapter` with `seed` (weight decay 0.01, clipping 1.0,
+/// four checkpoints and twenty log lines per run).
+pub fn sft_config(spec: &SftSpec, adapter: &str, seed: u64) -> SftConfig {
+    SftConfig {
+        adapter: adapter.into(),
+        r: spec.r,
+        alpha: spec.alpha,
+        target_modules: spec.target_modules.clone(),
+        steps: spec.steps,
+        batch_size: spec.batch_size,
+        lr: spec.lr,
+        min_lr: spec.min_lr,
+        warmup_steps: spec.warmup_steps,
+        weight_decay: 0.01,
+        grad_clip: 1.0,
+        seed,
+        checkpoint_every: spec.steps.div_ceil(4).max(1),
+        log_every: (spec.steps / 20).max(1),
+    }
+}
+
+/// Per-token log-probabilities of each row's target under `adapter` (no gradient), in
+/// batches of `batch`.
+pub fn scores_of(
+    lm: &CausalLm,
+    adapter: hier_backbone::AdapterId,
+    rows: &[SftExample],
+    batch: usize,
+) -> Result<Vec<Vec<f32>>> {
+    let mut out = Vec::with_capacity(rows.len());
+    for chunk in rows.chunks(batch.max(1)) {
+        let s = lm.score(
+            &score_requests(chunk),
+            Forward {
+                adapter: Some(adapter),
+                train: false,
+            },
+        )?;
+        let [b, c] = s.logprobs.dims();
+        let v: Vec<f32> = s
+            .logprobs
+            .into_data()
+            .try_to_vec::<f32>()
+            .map_err(|e| Error::Invalid(format!("scores: {e:?}")))?;
+        for i in 0..b {
+            out.push(v[i * c..(i + 1) * c].to_vec());
+        }
+    }
+    Ok(out)
+}
+
+/// Rows of per-token values as a `[rows, width]` tensor, zero-padded (or cut) to `width`.
+pub fn padded(
+    rows: &[&Vec<f32>],
+    width: usize,
+    device: &hier_backbone::burn::tensor::Device,
+) -> Tensor<2> {
+    let mut v = vec![0.0f32; rows.len() * width];
+    for (i, r) in rows.iter().enumerate() {
+        let n = r.len().min(width);
+        v[i * width..i * width + n].copy_from_slice(&r[..n]);
+    }
+    Tensor::from_data(TensorData::new(v, [rows.len(), width]), device)
+}

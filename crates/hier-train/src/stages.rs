@@ -1,0 +1,276 @@
+//! Cached pipeline stages shared by `reproduce table1` and `reproduce steering`.
+//!
+//! Every stage runs in `<out>/stages/<name>-<hash>/`, where the hash covers the stage's own
+//! settings and the names of the stages it reads, and is marked done by a `DONE` file written
+//! last (holding its key and the seconds it took). A second run skips done stages; a stage
+//! interrupted half-way resumes from its own checkpoint (the trainers are resumable).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use hier_backbone::CausalLm;
+use hier_backbone::burn::tensor::Device;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result, StageError};
+use crate::pretrain::{PretrainConfig, pretrain};
+use crate::runlog::RunOptions;
+use crate::sft::{SftConfig, train_adapter};
+
+/// Where the backbone comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum BackboneSpec {
+    /// Pre-train the tiny model from scratch on the pipeline's text.
+    Pretrain {
+        model: crate::pretrain::TinyModelConfig,
+        train: crate::pretrain::TrainConfig,
+    },
+    /// An HF checkpoint directory (`config.json`, safetensors, `tokenizer.json`) or a `.gguf`
+    /// file.
+    Hf { path: PathBuf },
+}
+
+/// Writes `<out>/profile.resolved.toml`, runs `body` over fresh [`Stages`], and turns an early
+/// stop (`stop_after_stages`) into an incomplete [`Report`].
+pub fn run_pipeline<P: Serialize, E: StageError>(
+    profile: &P,
+    cfg: &RunConfig,
+    body: impl FnOnce(&mut Stages<'_>) -> std::result::Result<(), E>,
+) -> std::result::Result<Report, E> {
+    std::fs::create_dir_all(&cfg.out).map_err(|e| Error::io(&cfg.out, e))?;
+    let resolved = toml::to_string(profile)
+        .map_err(|e| Error::Invalid(format!("the profile does not serialise: {e}")))?;
+    hier_backbone::write_atomic(&cfg.out.join("profile.resolved.toml"), resolved.as_bytes())
+        .map_err(Error::from)?;
+    let mut stages = Stages {
+        cfg,
+        records: Vec::new(),
+        ran: 0,
+    };
+    match body(&mut stages) {
+        Ok(()) => Ok(Report {
+            stages: stages.records,
+            complete: true,
+        }),
+        Err(e) if e.is_stopped() => Ok(Report {
+            stages: stages.records,
+            complete: false,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// The backbone: an HF checkpoint as it is, or the stage `name` (keyed by `key`, which must
+/// hold the spec and what the corpus is made from) pre-training the tiny model on `corpus()`.
+/// Returns the model directory and the key by which later stages name it.
+pub fn backbone_stage<E: StageError>(
+    st: &mut Stages<'_>,
+    name: &str,
+    spec: &BackboneSpec,
+    key: serde_json::Value,
+    corpus: impl FnOnce() -> std::result::Result<String, E>,
+) -> std::result::Result<(PathBuf, String), E> {
+    match spec {
+        BackboneSpec::Hf { path } => Ok((path.clone(), path.display().to_string())),
+        BackboneSpec::Pretrain { model, train } => {
+            let (device, progress) = (st.cfg.device.clone(), st.cfg.progress);
+            let dir = st.run(name, key, |dir| -> std::result::Result<(), E> {
+                let text = dir.join("corpus.txt");
+                hier_backbone::write_atomic(&text, corpus()?.as_bytes()).map_err(Error::from)?;
+                let pc = PretrainConfig {
+                    model: model.clone(),
+                    train: train.clone(),
+                };
+                let opts = RunOptions {
+                    progress,
+                    stop_after: None,
+                };
+                pretrain(&pc, &[text], &dir.join("model"), &device, &opts)?;
+                Ok(())
+            })?;
+            Ok((dir.join("model"), Stages::upstream(&dir)))
+        }
+    }
+}
+
+/// Options of a run that do not change its results.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub out: PathBuf,
+    /// An autodiff device.
+    pub device: Device,
+    pub progress: bool,
+    /// Return after this many stages have *run* (cached ones do not count) — to test resuming.
+    pub stop_after_stages: Option<usize>,
+}
+
+/// What happened to one stage.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageRecord {
+    pub name: String,
+    pub dir: String,
+    pub cached: bool,
+    /// Seconds spent in this invocation (≈0 when reused).
+    pub seconds: f64,
+    /// Seconds the stage took when it ran (from its `DONE` stamp; `None` for stamps written
+    /// before the time was recorded).
+    pub ran_seconds: Option<f64>,
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub stages: Vec<StageRecord>,
+    /// False when the run stopped early (`stop_after_stages`).
+    pub complete: bool,
+}
+
+/// The stages of one run: where they live, which ran, and the run's options.
+pub struct Stages<'a> {
+    /// The run's options.
+    pub cfg: &'a RunConfig,
+    records: Vec<StageRecord>,
+    ran: usize,
+}
+
+impl Stages<'_> {
+    /// What happened to every stage so far, in order.
+    pub fn records(&self) -> &[StageRecord] {
+        &self.records
+    }
+
+    /// `<out>/stages/<name>-<hash of name and key>`.
+    pub fn dir(&self, name: &str, key: &serde_json::Value) -> PathBuf {
+        let mut h = Sha256::new();
+        h.update(name.as_bytes());
+        h.update(key.to_string().as_bytes());
+        let hex: String = h
+            .finalize()
+            .iter()
+            .take(6)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        self.cfg.out.join("stages").join(format!("{name}-{hex}"))
+    }
+
+    /// Runs `work` in the stage's directory unless it is done; returns the directory.
+    pub fn run<E: StageError>(
+        &mut self,
+        name: &str,
+        key: serde_json::Value,
+        work: impl FnOnce(&Path) -> std::result::Result<(), E>,
+    ) -> std::result::Result<PathBuf, E> {
+        let dir = self.dir(name, &key);
+        let done = dir.join("DONE");
+        let t = Instant::now();
+        let cached = done.exists();
+        if !cached {
+            if self.cfg.stop_after_stages.is_some_and(|k| self.ran >= k) {
+                return Err(Error::Stopped.into());
+            }
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            tracing::info!("stage {name}: running in {}", dir.display());
+            work(&dir).map_err(|e| e.in_stage(name))?;
+            let stamp = serde_json::json!({"key": key, "seconds": t.elapsed().as_secs_f64()});
+            let stamp = serde_json::to_string_pretty(&stamp).expect("serialises");
+            hier_backbone::write_atomic(&done, stamp.as_bytes()).map_err(Error::from)?;
+            self.ran += 1;
+        } else {
+            tracing::info!("stage {name}: done before ({})", dir.display());
+        }
+        let ran_seconds = std::fs::read_to_string(&done)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["seconds"].as_f64());
+        self.records.push(StageRecord {
+            name: name.into(),
+            ran_seconds,
+            dir: dir
+                .strip_prefix(&self.cfg.out)
+                .unwrap_or(&dir)
+                .display()
+                .to_string(),
+            cached,
+            seconds: t.elapsed().as_secs_f64(),
+        });
+        Ok(dir)
+    }
+
+    /// The key of a stage that reads `dir` (a done stage): its name.
+    pub fn upstream(dir: &Path) -> String {
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// An SFT stage: trains `sft.adapter` on `examples()` unless the stage is done, then installs
+/// the stage's adapter.
+pub fn sft_stage<E: StageError>(
+    st: &mut Stages<'_>,
+    lm: &mut CausalLm,
+    name: &str,
+    key: serde_json::Value,
+    sft: &SftConfig,
+    progress: bool,
+    examples: impl FnOnce() -> std::result::Result<Vec<crate::sft::SftExample>, E>,
+) -> std::result::Result<PathBuf, E> {
+    let dir = st.run(name, key, |dir| -> std::result::Result<(), E> {
+        let ex = examples()?;
+        let opts = RunOptions {
+            progress,
+            stop_after: None,
+        };
+        *lm = train_adapter(take(lm), &ex, sft, dir, &opts)?.0;
+        Ok(())
+    })?;
+    load(lm, &sft.adapter, &dir.join("adapter"))?;
+    Ok(dir)
+}
+
+/// The model out of `lm` for a trainer that takes it by value (a clone stays behind until the
+/// trainer's result replaces it).
+pub fn take(lm: &mut CausalLm) -> CausalLm {
+    // Trainers take the model by value; the placeholder is replaced before anyone reads it.
+    std::mem::replace(lm, lm.clone())
+}
+
+/// Installs a done stage's adapter under `name` (replacing what the name held).
+pub fn load(lm: &mut CausalLm, name: &str, dir: &Path) -> Result<()> {
+    lm.load_adapter(name, dir)?;
+    Ok(())
+}
+
+/// Writes `value` as pretty JSON, atomically.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).expect("serialises") + "\n";
+    Ok(hier_backbone::write_atomic(path, text.as_bytes())?)
+}
+
+/// Reads a JSON file.
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_str(&text).map_err(|source| Error::Json {
+        path: path.into(),
+        line: None,
+        source,
+    })
+}
+
+/// Reads a JSON-lines file (blank lines skipped); an error names the line.
+pub fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|source| Error::Json {
+                path: path.into(),
+                line: Some(i + 1),
+                source,
+            })
+        })
+        .collect()
+}
