@@ -12,7 +12,9 @@ use crate::schema::{Sys1Record, Sys2Transition};
 
 /// Text → token ids.
 pub trait Tokenize {
-    fn encode(&self, text: &str) -> std::result::Result<Vec<u32>, String>;
+    /// The ids of `text` (no special tokens added); a tokenizer's failure is
+    /// [`DataError::Encode`].
+    fn encode(&self, text: &str) -> Result<Vec<u32>>;
     /// Id used to pad batches (masked out).
     fn pad_id(&self) -> u32;
 }
@@ -201,7 +203,7 @@ mod tests {
     /// One token per byte: easy to count by hand.
     struct Bytes;
     impl Tokenize for Bytes {
-        fn encode(&self, text: &str) -> std::result::Result<Vec<u32>, String> {
+        fn encode(&self, text: &str) -> Result<Vec<u32>> {
             Ok(text.bytes().map(u32::from).collect())
         }
         fn pad_id(&self) -> u32 {

@@ -28,7 +28,7 @@ pub struct Episode {
 
 impl Episode {
     /// Lengths agree; errors name the field.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> crate::error::Result<()> {
         let n = self.actions.len();
         for (field, len, want) in [
             ("observations", self.observations.len(), n + 1),
@@ -36,10 +36,10 @@ impl Episode {
             ("scores", self.scores.len(), n),
         ] {
             if len != want {
-                return Err(format!(
+                return Err(crate::error::DataError::Invalid(format!(
                     "{}: `{field}` has {len} entries, expected {want}",
                     self.source
-                ));
+                )));
             }
         }
         Ok(())
@@ -73,9 +73,10 @@ impl Built {
 ///   segment; done on the last segment of a finished episode.
 /// - System 2: one transition per action, with the intrinsic reward (1 on the segment's last
 ///   action, else 0) and `terminal` at a segment's end (or the episode's).
-pub fn build(ep: &Episode, segments: &[Segment]) -> Result<Built, String> {
+pub fn build(ep: &Episode, segments: &[Segment]) -> crate::error::Result<Built> {
     ep.check()?;
-    check_tiling(segments, ep.actions.len()).map_err(|m| format!("{}: {m}", ep.source))?;
+    check_tiling(segments, ep.actions.len())
+        .map_err(|m| crate::error::DataError::Invalid(format!("{}: {m}", ep.source)))?;
     let mut out = Built::default();
     let last_seg = segments.len().saturating_sub(1);
     for (h, seg) in segments.iter().enumerate() {
@@ -181,7 +182,7 @@ mod tests {
         let mut ep = episode();
         ep.rewards.pop();
         let segs = crate::segment::textcraft(&ep.actions);
-        let err = build(&ep, &segs).unwrap_err();
+        let err = build(&ep, &segs).unwrap_err().to_string();
         assert!(
             err.contains("rewards") && err.contains("textcraft/craft#0"),
             "{err}"

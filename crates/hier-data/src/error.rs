@@ -18,6 +18,9 @@ pub enum DataError {
     /// Bad arguments or inconsistent data not tied to a file.
     #[error("{0}")]
     Invalid(String),
+    /// A tokenizer could not encode a text.
+    #[error("encoding text: {0}")]
+    Encode(Box<dyn std::error::Error + Send + Sync>),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

@@ -122,20 +122,20 @@ pub struct FlatTrajectory {
 
 impl FlatTrajectory {
     /// Checks the lengths agree; errors say which field.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> crate::error::Result<()> {
         if self.observations.len() != self.actions.len() + 1 {
-            return Err(format!(
+            return Err(crate::error::DataError::Invalid(format!(
                 "observations has {} entries, expected actions + 1 = {}",
                 self.observations.len(),
                 self.actions.len() + 1
-            ));
+            )));
         }
         if self.rewards.len() != self.actions.len() {
-            return Err(format!(
+            return Err(crate::error::DataError::Invalid(format!(
                 "rewards has {} entries, expected one per action ({})",
                 self.rewards.len(),
                 self.actions.len()
-            ));
+            )));
         }
         Ok(())
     }

@@ -14,21 +14,21 @@ pub struct Segment {
 }
 
 /// Checks that segments tile `0..n` in order with no empty segment.
-pub fn check_tiling(segments: &[Segment], n: usize) -> Result<(), String> {
+pub fn check_tiling(segments: &[Segment], n: usize) -> crate::error::Result<()> {
     let mut at = 0;
     for (i, s) in segments.iter().enumerate() {
         if s.start != at || s.end <= s.start {
-            return Err(format!(
+            return Err(crate::error::DataError::Invalid(format!(
                 "segment {i} `{}` covers {}..{}, expected to start at {at} and be non-empty",
                 s.subgoal, s.start, s.end
-            ));
+            )));
         }
         at = s.end;
     }
     if at != n {
-        return Err(format!(
+        return Err(crate::error::DataError::Invalid(format!(
             "segments end at {at}, the demonstration has {n} actions"
-        ));
+        )));
     }
     Ok(())
 }
@@ -545,8 +545,18 @@ mod tests {
             start: 1,
             end: 2,
         }];
-        assert!(check_tiling(&s, 2).unwrap_err().contains("start at 0"));
-        assert!(check_tiling(&[], 3).unwrap_err().contains("3 actions"));
+        assert!(
+            check_tiling(&s, 2)
+                .unwrap_err()
+                .to_string()
+                .contains("start at 0")
+        );
+        assert!(
+            check_tiling(&[], 3)
+                .unwrap_err()
+                .to_string()
+                .contains("3 actions")
+        );
         assert!(textcraft(&[]).is_empty() && scienceworld(&[]).is_empty());
     }
 }

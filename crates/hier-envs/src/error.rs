@@ -25,6 +25,14 @@ pub enum EnvError {
     /// The simulator answered something this client does not understand.
     #[error("protocol: {0}")]
     Protocol(String),
+    /// Retrieval QA: a corpus or question row, the index, a retrieval server's answer, or a
+    /// world configuration that cannot be built (the file, line or field is named).
+    #[error("{0}")]
+    Qa(String),
+    /// ALFWorld: a PDDL problem, game or data file (`constants.py`, …) that does not parse,
+    /// or a game its expert cannot solve — what and where.
+    #[error("{0}")]
+    Alfworld(String),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
 }

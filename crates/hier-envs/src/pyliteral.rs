@@ -8,6 +8,7 @@
 //! Used for ALFWorld's `constants.py` and `goal_library.py`. Sets become JSON arrays in source
 //! order; dict keys are their string form.
 
+use crate::EnvError;
 use serde_json::{Map, Value};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -20,7 +21,7 @@ enum Tok {
     Newline,
 }
 
-fn lex(src: &str) -> Result<Vec<(Tok, usize)>, String> {
+fn lex(src: &str) -> crate::Result<Vec<(Tok, usize)>> {
     let b: Vec<char> = src.chars().collect();
     let (mut i, mut line, mut depth) = (0usize, 1usize, 0i32);
     let mut out = Vec::new();
@@ -51,7 +52,9 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>, String> {
                 let mut s = String::new();
                 loop {
                     let Some(&d) = b.get(i) else {
-                        return Err(format!("line {start_line}: unterminated string"));
+                        return Err(EnvError::Alfworld(format!(
+                            "line {start_line}: unterminated string"
+                        )));
                     };
                     if d == '\\' {
                         let e = *b.get(i + 1).unwrap_or(&'\\');
@@ -71,7 +74,9 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>, String> {
                     }
                     if d == '\n' {
                         if !triple {
-                            return Err(format!("line {line}: newline in a string"));
+                            return Err(EnvError::Alfworld(format!(
+                                "line {line}: newline in a string"
+                            )));
                         }
                         line += 1;
                     }
@@ -243,7 +248,7 @@ fn key_string(v: &Value) -> String {
 
 /// The tables a module's top-level literal statements define, in the order Python would
 /// leave them. Errors only for text that cannot be tokenised (an unterminated string).
-pub fn module_tables(src: &str) -> Result<Map<String, Value>, String> {
+pub fn module_tables(src: &str) -> crate::Result<Map<String, Value>> {
     let toks = lex(src)?;
     let mut names = Map::new();
     let mut start = 0;
@@ -357,7 +362,7 @@ G["t"] = \
 
     #[test]
     fn unterminated_string_names_the_line() {
-        let err = module_tables("A = 1\nB = 'oops\n").unwrap_err();
+        let err = module_tables("A = 1\nB = 'oops\n").unwrap_err().to_string();
         assert!(err.contains("line 2"), "{err}");
     }
 }

@@ -145,7 +145,7 @@ pub fn play(
 
 /// Segments and builds one episode's records.
 pub fn build_episode(ep: &Episode, segmenter: Segmenter) -> Result<Built> {
-    build(ep, &segmenter.segment(ep)).map_err(Error::Invalid)
+    Ok(build(ep, &segmenter.segment(ep))?)
 }
 
 /// What `data build` writes next to the datasets.

@@ -109,8 +109,12 @@ impl OfflineRlConfig {
     }
 
     pub(crate) fn lora(&self) -> Result<LoraConfig> {
-        hier_train::sft::lora_config("offline rl", self.r, self.alpha, &self.target_modules)
-            .map_err(Error::Invalid)
+        Ok(hier_train::sft::lora_config(
+            "offline rl",
+            self.r,
+            self.alpha,
+            &self.target_modules,
+        )?)
     }
 
     fn validate(&self) -> Result<()> {

@@ -114,7 +114,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 fn questions(path: &Path) -> Result<Vec<QaTask>> {
-    let items = load_questions(path).map_err(Error::Retrieval)?;
+    let items = load_questions(path)?;
     if items.is_empty() {
         return Err(Error::Invalid(format!("{}: no questions", path.display())));
     }
@@ -131,10 +131,8 @@ impl QaData {
         };
         let mut data = match (&p.world, &p.files) {
             (Some(w), None) => {
-                let world =
-                    World::generate(w).map_err(|e| Error::Retrieval(format!("world: {e}")))?;
-                let train_env = QaEnv::synthetic(&world, config)
-                    .map_err(|e| Error::Retrieval(format!("qa environment: {e}")))?;
+                let world = World::generate(w)?;
+                let train_env = QaEnv::synthetic(&world, config)?;
                 let n = train_env.tasks(Split::Id)?.len();
                 Self {
                     documents: world.documents.clone(),
@@ -165,7 +163,7 @@ impl QaData {
         // `SteeringProfile::check` made sure a corpus is given when the text is needed.
         let documents = match &f.corpus {
             Some(c) if need_text || in_memory || (f.index.is_some() && !has_index) => {
-                let docs = load_corpus(c).map_err(Error::Retrieval)?;
+                let docs = load_corpus(c)?;
                 if docs.is_empty() {
                     return Err(Error::Invalid(format!("{}: no passages", c.display())));
                 }
@@ -178,9 +176,7 @@ impl QaData {
                 url,
                 Duration::from_secs_f64(f.timeout_s),
             )),
-            (None, Some(dir)) if has_index => {
-                Arc::new(Bm25Index::on_disk(dir, None).map_err(Error::Retrieval)?)
-            }
+            (None, Some(dir)) if has_index => Arc::new(Bm25Index::on_disk(dir, None)?),
             (None, Some(dir)) => {
                 if documents.is_empty() {
                     return Err(Error::Invalid(format!(
@@ -188,9 +184,9 @@ impl QaData {
                         dir.display()
                     )));
                 }
-                Arc::new(Bm25Index::on_disk(dir, Some(&documents)).map_err(Error::Retrieval)?)
+                Arc::new(Bm25Index::on_disk(dir, Some(&documents))?)
             }
-            (None, None) => Arc::new(Bm25Index::in_memory(&documents).map_err(Error::Retrieval)?),
+            (None, None) => Arc::new(Bm25Index::in_memory(&documents)?),
         };
         let train = questions(&f.train)?;
         let mut test = Vec::new();

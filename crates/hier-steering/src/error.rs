@@ -52,10 +52,6 @@ pub enum Error {
         /// The parser's message.
         msg: String,
     },
-    /// Retrieval QA (`hier_envs::qa`: corpus, question files, index, retrieval server, the
-    /// synthetic world), whose functions still report plain messages.
-    #[error("retrieval: {0}")]
-    Retrieval(String),
     /// A figure could not be drawn (plotters' message).
     #[error("drawing figures: {0}")]
     Figure(String),

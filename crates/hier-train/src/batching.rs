@@ -12,10 +12,10 @@ pub struct BackboneTokens<'a> {
 }
 
 impl Tokenize for BackboneTokens<'_> {
-    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+    fn encode(&self, text: &str) -> hier_data::Result<Vec<u32>> {
         self.tokenizer
             .encode(text, false)
-            .map_err(|e| e.to_string())
+            .map_err(|e| hier_data::DataError::Encode(Box::new(e)))
     }
 
     fn pad_id(&self) -> u32 {

@@ -48,7 +48,7 @@ pub struct SftConfig {
 
 impl SftConfig {
     fn lora(&self) -> Result<LoraConfig> {
-        lora_config("sft", self.r, self.alpha, &self.target_modules).map_err(Error::Invalid)
+        lora_config("sft", self.r, self.alpha, &self.target_modules)
     }
 
     fn validate(&self) -> Result<()> {
@@ -75,13 +75,14 @@ pub fn lora_config(
     r: usize,
     alpha: f64,
     target_modules: &[String],
-) -> std::result::Result<LoraConfig, String> {
+) -> Result<LoraConfig> {
     let targets = target_modules
         .iter()
         .map(|t| {
-            TargetModule::parse(t).ok_or_else(|| format!("{what}: unknown target module `{t}`"))
+            TargetModule::parse(t)
+                .ok_or_else(|| Error::Invalid(format!("{what}: unknown target module `{t}`")))
         })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>>>()?;
     Ok(LoraConfig::new(r, alpha, &targets))
 }
 

@@ -84,10 +84,10 @@ impl AlfredData {
         };
         let cpath = dir.join("constants.py");
         let c = crate::pyliteral::module_tables(&read(&cpath)?)
-            .map_err(|m| EnvError::file(&cpath, m))?;
+            .map_err(|m| EnvError::file(&cpath, m.to_string()))?;
         let gpath = dir.join("goal_library.py");
         let g = crate::pyliteral::module_tables(&read(&gpath)?)
-            .map_err(|m| EnvError::file(&gpath, m))?;
+            .map_err(|m| EnvError::file(&gpath, m.to_string()))?;
 
         let receptacle_objects = string_sets(
             table(&c, "VAL_RECEPTACLE_OBJECTS", &cpath)?,

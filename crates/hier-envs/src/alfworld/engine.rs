@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::game::{Game, State, flag};
 use super::render_list;
+use crate::EnvError;
 
 /// Which ALFWorld text grammar to speak.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -26,14 +27,14 @@ pub enum Grammar {
 }
 
 impl std::str::FromStr for Grammar {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = EnvError;
+    fn from_str(s: &str) -> crate::Result<Self> {
         match s {
             "0.3" | "v03" | "react" => Ok(Grammar::V03),
             "0.4" | "v04" => Ok(Grammar::V04),
-            other => Err(format!(
+            other => Err(EnvError::Alfworld(format!(
                 "unknown ALFWorld grammar `{other}`: expected 0.3 or 0.4"
-            )),
+            ))),
         }
     }
 }

@@ -96,7 +96,8 @@ pub fn read_game_file(path: &Path) -> Result<GameFile> {
     } else {
         None
     };
-    let game = Game::from_problem(&problem, task, spec).map_err(|m| EnvError::file(path, m))?;
+    let game = Game::from_problem(&problem, task, spec)
+        .map_err(|m| EnvError::file(path, m.to_string()))?;
     Ok(GameFile {
         game,
         grammar,
@@ -133,7 +134,7 @@ pub fn read_game(path: &Path) -> Result<GameFile> {
             }
         };
         let game = Game::from_problem(&problem, sidecar.task, sidecar.spec)
-            .map_err(|m| EnvError::file(path, m))?;
+            .map_err(|m| EnvError::file(path, m.to_string()))?;
         return Ok(GameFile {
             game,
             grammar: Grammar::V03,
@@ -346,8 +347,7 @@ impl Env for AlfWorld {
                             task.name
                         ))
                     })?;
-                let g = generate::generate(data, split, task.index)
-                    .map_err(EnvError::InvalidArgument)?;
+                let g = generate::generate(data, split, task.index)?;
                 let game = g.game().map_err(|m| {
                     EnvError::State(format!("generated game {task} does not load: {m}"))
                 })?;

@@ -11,6 +11,7 @@
 use super::engine::{Action, Engine};
 use super::game::{Game, State, flag};
 use super::{TaskSpec, TaskType};
+use crate::EnvError;
 
 /// The longest plan [`plan`] will make before giving up.
 pub const MAX_PLAN: usize = 60;
@@ -146,24 +147,28 @@ pub fn next_action(engine: &Engine, spec: &TaskSpec) -> Option<Action> {
 
 /// The expert's whole plan from the engine's current state, as commands; every command is
 /// checked to be admissible and the last one to win.
-pub fn plan(engine: &Engine, spec: &TaskSpec) -> Result<Vec<String>, String> {
+pub fn plan(engine: &Engine, spec: &TaskSpec) -> crate::Result<Vec<String>> {
     let mut sim = engine.clone();
     let mut out = Vec::new();
     while !sim.won() {
         if out.len() >= MAX_PLAN {
-            return Err(format!("no plan within {MAX_PLAN} steps"));
+            return Err(EnvError::Alfworld(format!(
+                "no plan within {MAX_PLAN} steps"
+            )));
         }
         let a = next_action(&sim, spec).ok_or_else(|| {
-            format!(
+            EnvError::Alfworld(format!(
                 "the expert is stuck after {:?} (task `{}`)",
                 out,
                 sim.game().task
-            )
+            ))
         })?;
         let cmd = sim.command(a);
         let outcome = sim.step(&cmd);
         if !outcome.valid {
-            return Err(format!("the expert chose `{cmd}`, which is not admissible"));
+            return Err(EnvError::Alfworld(format!(
+                "the expert chose `{cmd}`, which is not admissible"
+            )));
         }
         out.push(cmd);
     }

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use super::goal::{self, Cond};
 use super::pddl::{Problem, Sexp};
 use super::{TaskSpec, display_names};
+use crate::EnvError;
 
 /// A receptacle (furniture or appliance): `cabinet 1`, `sinkbasin 1`.
 #[derive(Clone, Debug, PartialEq)]
@@ -107,7 +108,7 @@ impl Game {
         problem: &Problem,
         task: impl Into<String>,
         spec: Option<TaskSpec>,
-    ) -> Result<Self, String> {
+    ) -> crate::Result<Self> {
         let names = display_names(problem.entities());
         let lower = |s: &str| s.to_lowercase();
         let mut declared: HashMap<String, String> = HashMap::new();
@@ -183,18 +184,19 @@ impl Game {
         for fact in &problem.init {
             let pred = fact[0].to_lowercase();
             let args: Vec<String> = fact[1..].iter().map(|a| lower(a)).collect();
-            let bad = || format!("`:init` fact ({}): unknown id", fact.join(" "));
+            let bad =
+                || EnvError::Alfworld(format!("`:init` fact ({}): unknown id", fact.join(" ")));
             let rec = |k: usize| rec_ix.get(args[k].as_str()).copied().ok_or_else(bad);
             let obj = |k: usize| obj_ix.get(args[k].as_str()).copied().ok_or_else(bad);
             let loc = |k: usize| loc_ix.get(args[k].as_str()).copied().ok_or_else(bad);
-            let want = |n: usize| -> Result<(), String> {
+            let want = |n: usize| -> crate::Result<()> {
                 if args.len() == n {
                     Ok(())
                 } else {
-                    Err(format!(
+                    Err(EnvError::Alfworld(format!(
                         "`:init` fact ({}): expected {n} arguments",
                         fact.join(" ")
-                    ))
+                    )))
                 }
             };
             let set_flag = |state: &mut State, o: usize, f: u8| state.flags[o] |= f;
@@ -268,24 +270,36 @@ impl Game {
                 | "full"
                 | "isreceptacleobjectfull"
                 | "holdsanyreceptacleobject" => {}
-                other => return Err(format!("`:init`: unknown predicate `{other}`")),
+                other => {
+                    return Err(EnvError::Alfworld(format!(
+                        "`:init`: unknown predicate `{other}`"
+                    )));
+                }
             }
         }
         if state.agent_at == usize::MAX {
-            return Err("`:init` has no `(atLocation <agent> <location>)` fact".into());
+            return Err(EnvError::Alfworld(
+                "`:init` has no `(atLocation <agent> <location>)` fact".into(),
+            ));
         }
         for r in &receptacles {
             if r.location == usize::MAX {
-                return Err(format!("receptacle `{}` has no receptacleAtLocation", r.id));
+                return Err(EnvError::Alfworld(format!(
+                    "receptacle `{}` has no receptacleAtLocation",
+                    r.id
+                )));
             }
             if r.rtype.is_empty() {
-                return Err(format!("receptacle `{}` has no receptacleType", r.id));
+                return Err(EnvError::Alfworld(format!(
+                    "receptacle `{}` has no receptacleType",
+                    r.id
+                )));
             }
         }
         let goal = problem
             .goal
             .clone()
-            .ok_or("the problem has no `(:goal …)`")?;
+            .ok_or_else(|| EnvError::Alfworld("the problem has no `(:goal …)`".into()))?;
         let fit = objects
             .iter()
             .flat_map(|o| {

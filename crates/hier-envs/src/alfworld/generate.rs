@@ -30,6 +30,7 @@ use super::engine::{Engine, Grammar};
 use super::game::Game;
 use super::pddl::Problem;
 use super::{TaskSpec, TaskType, expert};
+use crate::EnvError;
 use crate::Split;
 use crate::pyrand::PyRandom;
 
@@ -81,7 +82,7 @@ pub struct Generated {
 
 impl Generated {
     /// The playable game (parsed back from `problem` when the draw was checked).
-    pub fn game(&self) -> Result<Game, String> {
+    pub fn game(&self) -> crate::Result<Game> {
         Ok(self.game.clone())
     }
 }
@@ -278,12 +279,12 @@ pub fn task_type_of(split: Split, k: u64) -> TaskType {
 }
 
 /// Game `k` of a split.
-pub fn generate(data: &AlfredData, split: Split, k: u64) -> Result<Generated, String> {
+pub fn generate(data: &AlfredData, split: Split, k: u64) -> crate::Result<Generated> {
     if k >= split_size(split) {
-        return Err(format!(
+        return Err(EnvError::Alfworld(format!(
             "generated ALFWorld has {} {split:?} games; asked for game {k}",
             split_size(split)
-        ));
+        )));
     }
     let tt = task_type_of(split, k);
     let mut rng = PyRandom::new(seed_of(split, k));
@@ -313,24 +314,24 @@ pub fn generate(data: &AlfredData, split: Split, k: u64) -> Result<Generated, St
                         game,
                     });
                 }
-                Err(e) => last_err = e,
+                Err(e) => last_err = e.to_string(),
             },
-            Err(e) => last_err = e,
+            Err(e) => last_err = e.to_string(),
         }
     }
-    Err(format!(
+    Err(EnvError::Alfworld(format!(
         "no solvable draw for {split:?} game {k} in {MAX_DRAWS} tries (last: {last_err})"
-    ))
+    )))
 }
 
 /// A draw is kept if its goal does not hold yet and the expert reaches it; returns the
 /// loaded game (parsed back from the PDDL text, so what is played is what is exported).
-fn check(problem: &str, task: &str, spec: &TaskSpec) -> Result<Game, String> {
+fn check(problem: &str, task: &str, spec: &TaskSpec) -> crate::Result<Game> {
     let p = Problem::parse(problem)?;
     let game = Game::from_problem(&p, task.to_owned(), Some(spec.clone()))?;
     let engine = Engine::new(std::sync::Arc::new(game), Grammar::V04);
     if engine.won() {
-        return Err("goal holds at the start".into());
+        return Err(EnvError::Alfworld("goal holds at the start".into()));
     }
     expert::plan(&engine, spec)?;
     Ok(engine.game().clone())
@@ -342,7 +343,7 @@ fn draw(
     scene: &Scene,
     tt: TaskType,
     rng: &mut PyRandom,
-) -> Result<(TaskSpec, String, String), String> {
+) -> crate::Result<(TaskSpec, String, String)> {
     let recs = receptacles(data, scene, rng);
     let rtypes: BTreeSet<&str> = recs.iter().map(|r| r.rtype.as_str()).collect();
     let vro = &data.receptacle_objects;
@@ -373,10 +374,10 @@ fn draw(
         let v = &mut options;
         if tt == TaskType::LookAtObjInLight {
             if hosts.is_empty() {
-                return Err(format!(
+                return Err(EnvError::Alfworld(format!(
                     "FloorPlan{}: nowhere to stand a lamp",
                     scene.number
-                ));
+                )));
             }
             for lamp in &lamps {
                 for o in &placeable {
@@ -418,7 +419,13 @@ fn draw(
     }
     let spec = rng
         .choice(&options)
-        .ok_or_else(|| format!("FloorPlan{}: no feasible {} task", scene.number, tt.name()))?
+        .ok_or_else(|| {
+            EnvError::Alfworld(format!(
+                "FloorPlan{}: no feasible {} task",
+                scene.number,
+                tt.name()
+            ))
+        })?
         .clone();
     let template = rng
         .choice(&data.goals[&tt].templates)

@@ -6,6 +6,7 @@
 
 use super::game::{Game, State, flag};
 use super::pddl::Sexp;
+use crate::EnvError;
 
 /// A value a term can take.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,21 +104,21 @@ fn type_const(s: &str) -> String {
 }
 
 /// Compiles `(:goal …)`'s body against a game's entities.
-pub(crate) fn compile(goal: &Sexp, game: &Game) -> Result<Cond, String> {
+pub(crate) fn compile(goal: &Sexp, game: &Game) -> crate::Result<Cond> {
     let mut scope: Vec<String> = Vec::new();
     compile_in(goal, game, &mut scope)
 }
 
-fn compile_in(s: &Sexp, game: &Game, scope: &mut Vec<String>) -> Result<Cond, String> {
+fn compile_in(s: &Sexp, game: &Game, scope: &mut Vec<String>) -> crate::Result<Cond> {
     let l = s
         .list()
-        .ok_or_else(|| format!("goal: expected a list, found `{s:?}`"))?;
+        .ok_or_else(|| EnvError::Alfworld(format!("goal: expected a list, found `{s:?}`")))?;
     let head = l
         .first()
         .and_then(Sexp::atom)
-        .ok_or("goal: empty or nested head")?;
+        .ok_or_else(|| EnvError::Alfworld("goal: empty or nested head".into()))?;
     let rest = &l[1..];
-    let subs = |scope: &mut Vec<String>| -> Result<Vec<Cond>, String> {
+    let subs = |scope: &mut Vec<String>| -> crate::Result<Vec<Cond>> {
         rest.iter().map(|c| compile_in(c, game, scope)).collect()
     };
     match head.to_lowercase().as_str() {
@@ -125,35 +126,43 @@ fn compile_in(s: &Sexp, game: &Game, scope: &mut Vec<String>) -> Result<Cond, St
         "or" => Ok(Cond::Or(subs(scope)?)),
         "not" => {
             let [c] = rest else {
-                return Err("goal: `not` takes one condition".into());
+                return Err(EnvError::Alfworld("goal: `not` takes one condition".into()));
             };
             Ok(Cond::Not(Box::new(compile_in(c, game, scope)?)))
         }
         q @ ("exists" | "forall") => {
             let [vars, body] = rest else {
-                return Err(format!("goal: `{q}` takes a variable list and a body"));
+                return Err(EnvError::Alfworld(format!(
+                    "goal: `{q}` takes a variable list and a body"
+                )));
             };
-            let vars = vars
-                .list()
-                .ok_or("goal: quantifier without a variable list")?;
+            let vars = vars.list().ok_or_else(|| {
+                EnvError::Alfworld("goal: quantifier without a variable list".into())
+            })?;
             let mut words: Vec<&str> = Vec::new();
             for v in vars {
-                let a = v
-                    .atom()
-                    .ok_or("goal: nested list among quantified variables")?;
+                let a = v.atom().ok_or_else(|| {
+                    EnvError::Alfworld("goal: nested list among quantified variables".into())
+                })?;
                 words.extend(a.split(',').filter(|w| !w.is_empty()));
             }
             let (mut bound, mut pending) = (Vec::new(), Vec::new());
             let mut it = words.into_iter();
             while let Some(w) = it.next() {
                 if w == "-" || w == "#" {
-                    let ty = it.next().ok_or("goal: `-` without a type")?;
+                    let ty = it
+                        .next()
+                        .ok_or_else(|| EnvError::Alfworld("goal: `-` without a type".into()))?;
                     let dom = match ty.to_lowercase().as_str() {
                         "agent" => Domain::Agent,
                         "location" => Domain::Location,
                         "receptacle" => Domain::Receptacle,
                         "object" => Domain::Object,
-                        other => return Err(format!("goal: cannot quantify over `{other}`")),
+                        other => {
+                            return Err(EnvError::Alfworld(format!(
+                                "goal: cannot quantify over `{other}`"
+                            )));
+                        }
                     };
                     for name in pending.drain(..) {
                         scope.push(name);
@@ -164,7 +173,9 @@ fn compile_in(s: &Sexp, game: &Game, scope: &mut Vec<String>) -> Result<Cond, St
                 }
             }
             if !pending.is_empty() {
-                return Err(format!("goal: untyped variables {pending:?}"));
+                return Err(EnvError::Alfworld(format!(
+                    "goal: untyped variables {pending:?}"
+                )));
             }
             let body = compile_in(body, game, scope)?;
             scope.truncate(scope.len() - bound.len());
@@ -181,23 +192,26 @@ fn compile_in(s: &Sexp, game: &Game, scope: &mut Vec<String>) -> Result<Cond, St
                 .collect::<Result<Vec<_>, _>>()?;
             if name == "=" {
                 let [a, b] = <[Term; 2]>::try_from(terms)
-                    .map_err(|_| "goal: `=` takes two terms".to_string())?;
+                    .map_err(|_| EnvError::Alfworld("goal: `=` takes two terms".into()))?;
                 return Ok(Cond::Eq(a, b));
             }
-            let p = pred(name).ok_or_else(|| format!("goal: unknown predicate `{name}`"))?;
+            let p = pred(name)
+                .ok_or_else(|| EnvError::Alfworld(format!("goal: unknown predicate `{name}`")))?;
             Ok(Cond::Atom(p, terms))
         }
     }
 }
 
-fn term(t: &Sexp, game: &Game, scope: &[String]) -> Result<Term, String> {
-    let a = t.atom().ok_or("goal: nested list as an argument")?;
+fn term(t: &Sexp, game: &Game, scope: &[String]) -> crate::Result<Term> {
+    let a = t
+        .atom()
+        .ok_or_else(|| EnvError::Alfworld("goal: nested list as an argument".into()))?;
     let low = a.to_lowercase();
     if low.starts_with('?') {
         let slot = scope
             .iter()
             .rposition(|v| *v == low)
-            .ok_or_else(|| format!("goal: unbound variable `{a}`"))?;
+            .ok_or_else(|| EnvError::Alfworld(format!("goal: unbound variable `{a}`")))?;
         return Ok(Term::Var(slot));
     }
     if let Some(r) = game.receptacles.iter().position(|r| r.id == low) {

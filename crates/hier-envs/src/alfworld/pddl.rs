@@ -30,7 +30,7 @@ impl Sexp {
 }
 
 /// Parses one s-expression; errors name the line.
-pub fn parse_sexp(text: &str) -> std::result::Result<Sexp, String> {
+pub fn parse_sexp(text: &str) -> crate::Result<Sexp> {
     let mut stack: Vec<Vec<Sexp>> = vec![Vec::new()];
     let mut line = 1;
     let mut chars = text.chars().peekable();
@@ -48,7 +48,7 @@ pub fn parse_sexp(text: &str) -> std::result::Result<Sexp, String> {
             '(' => stack.push(Vec::new()),
             ')' => {
                 if stack.len() == 1 {
-                    return Err(format!("line {line}: unbalanced `)`"));
+                    return Err(EnvError::Alfworld(format!("line {line}: unbalanced `)`")));
                 }
                 let done = stack.pop().expect("checked above");
                 stack
@@ -71,15 +71,18 @@ pub fn parse_sexp(text: &str) -> std::result::Result<Sexp, String> {
         }
     }
     if stack.len() != 1 {
-        return Err(format!("end of file: {} unclosed `(`", stack.len() - 1));
+        return Err(EnvError::Alfworld(format!(
+            "end of file: {} unclosed `(`",
+            stack.len() - 1
+        )));
     }
     let mut root = stack.pop().expect("root");
     match root.len() {
         1 => Ok(root.remove(0)),
-        0 => Err("empty file".into()),
-        n => Err(format!(
+        0 => Err(EnvError::Alfworld("empty file".into())),
+        n => Err(EnvError::Alfworld(format!(
             "{n} top-level expressions, expected one `(define …)`"
-        )),
+        ))),
     }
 }
 
@@ -112,15 +115,15 @@ impl Problem {
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| EnvError::file(path, format!("cannot read: {e}")))?;
-        Self::parse(&text).map_err(|m| EnvError::file(path, m))
+        Self::parse(&text).map_err(|m| EnvError::file(path, m.to_string()))
     }
 
-    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+    pub fn parse(text: &str) -> crate::Result<Self> {
         let root = parse_sexp(text)?;
         let items = root
             .list()
             .filter(|l| l.first().and_then(Sexp::atom) == Some("define"))
-            .ok_or("expected `(define (problem …) …)`")?;
+            .ok_or_else(|| EnvError::Alfworld("expected `(define (problem …) …)`".into()))?;
         let mut p = Problem {
             objects: Vec::new(),
             init: Vec::new(),
@@ -133,12 +136,13 @@ impl Problem {
                     let mut pending = Vec::new();
                     let mut it = l[1..].iter();
                     while let Some(s) = it.next() {
-                        let a = s.atom().ok_or("`:objects` holds a list")?;
+                        let a = s
+                            .atom()
+                            .ok_or_else(|| EnvError::Alfworld("`:objects` holds a list".into()))?;
                         if a == "-" {
-                            let ty = it
-                                .next()
-                                .and_then(Sexp::atom)
-                                .ok_or("`-` without a type in `:objects`")?;
+                            let ty = it.next().and_then(Sexp::atom).ok_or_else(|| {
+                                EnvError::Alfworld("`-` without a type in `:objects`".into())
+                            })?;
                             for id in pending.drain(..) {
                                 p.objects.push((id, ty.to_owned()));
                             }
@@ -152,16 +156,18 @@ impl Problem {
                 }
                 Some(":init") => {
                     for fact in &l[1..] {
-                        let f = fact
-                            .list()
-                            .ok_or("`:init` holds an atom where a fact belongs")?;
+                        let f = fact.list().ok_or_else(|| {
+                            EnvError::Alfworld("`:init` holds an atom where a fact belongs".into())
+                        })?;
                         // Numeric fluents (`(= (total-cost) 0)`) are the planner's business.
                         if f.first().and_then(Sexp::atom) == Some("=") {
                             continue;
                         }
                         let words: Option<Vec<String>> =
                             f.iter().map(|s| s.atom().map(str::to_owned)).collect();
-                        p.init.push(words.ok_or("nested list in an `:init` fact")?);
+                        p.init.push(words.ok_or_else(|| {
+                            EnvError::Alfworld("nested list in an `:init` fact".into())
+                        })?);
                     }
                 }
                 Some(":goal") => p.goal = l.get(1).cloned(),
@@ -198,9 +204,13 @@ mod tests {
 
     #[test]
     fn errors_name_the_line() {
-        let err = Problem::parse("(define (problem p)\n (:init (a b)))\n)").unwrap_err();
+        let err = Problem::parse("(define (problem p)\n (:init (a b)))\n)")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("line 3"), "{err}");
-        let err = Problem::parse("(define (problem p)\n (:init (a b)").unwrap_err();
+        let err = Problem::parse("(define (problem p)\n (:init (a b)")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unclosed"), "{err}");
     }
 }

@@ -12,6 +12,7 @@
 use std::io::BufRead;
 use std::path::Path;
 
+use crate::EnvError;
 use serde::{Deserialize, Serialize};
 
 /// A passage.
@@ -35,13 +36,14 @@ impl Document {
     }
 
     /// Parses a corpus row; `what` names it in errors.
-    pub fn from_row(v: &serde_json::Value, what: &str) -> Result<Self, String> {
+    pub fn from_row(v: &serde_json::Value, what: &str) -> crate::Result<Self> {
         let field = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
-        let contents = field("contents").ok_or_else(|| format!("{what}: no string `contents`"))?;
+        let contents = field("contents")
+            .ok_or_else(|| EnvError::Qa(format!("{what}: no string `contents`")))?;
         let id = match v.get("id") {
             Some(serde_json::Value::String(s)) => s.clone(),
             Some(serde_json::Value::Number(n)) => n.to_string(),
-            _ => return Err(format!("{what}: no `id`")),
+            _ => return Err(EnvError::Qa(format!("{what}: no `id`"))),
         };
         let (first, rest) = contents.split_once('\n').unwrap_or((contents, ""));
         let title = first.trim().trim_matches('"').to_owned();
@@ -62,23 +64,24 @@ pub fn wiki_url(title: &str) -> String {
 }
 
 /// The JSON value of every non-blank line, with `file:line` to name it in errors.
-fn json_lines(path: &Path) -> Result<Vec<(String, serde_json::Value)>, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn json_lines(path: &Path) -> crate::Result<Vec<(String, serde_json::Value)>> {
+    let f =
+        std::fs::File::open(path).map_err(|e| EnvError::Qa(format!("{}: {e}", path.display())))?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
         let what = format!("{}:{}", path.display(), i + 1);
-        let line = line.map_err(|e| format!("{what}: {e}"))?;
+        let line = line.map_err(|e| EnvError::Qa(format!("{what}: {e}")))?;
         if line.trim().is_empty() {
             continue;
         }
-        let v = serde_json::from_str(&line).map_err(|e| format!("{what}: {e}"))?;
+        let v = serde_json::from_str(&line).map_err(|e| EnvError::Qa(format!("{what}: {e}")))?;
         out.push((what, v));
     }
     Ok(out)
 }
 
 /// Reads a corpus JSONL file (blank lines skipped).
-pub fn load_corpus(path: &Path) -> Result<Vec<Document>, String> {
+pub fn load_corpus(path: &Path) -> crate::Result<Vec<Document>> {
     json_lines(path)?
         .iter()
         .map(|(what, v)| Document::from_row(v, what))
@@ -87,8 +90,8 @@ pub fn load_corpus(path: &Path) -> Result<Vec<Document>, String> {
 
 /// Writes `text` to a temporary file beside `path` and renames it into place, so a reader
 /// never sees half a file. (`hier-envs` sits below the crates that share such a helper.)
-pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
-    let err = |e: std::io::Error| format!("{}: {e}", path.display());
+pub fn write_atomic(path: &Path, text: &str) -> crate::Result<()> {
+    let err = |e: std::io::Error| EnvError::file(path, e.to_string());
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
@@ -98,7 +101,7 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
 }
 
 /// Writes documents as corpus rows, atomically.
-pub fn write_corpus(path: &Path, docs: &[Document]) -> Result<(), String> {
+pub fn write_corpus(path: &Path, docs: &[Document]) -> crate::Result<()> {
     let text: String = docs.iter().map(|d| d.row().to_string() + "\n").collect();
     write_atomic(path, &text)
 }
@@ -112,18 +115,20 @@ pub struct QaItem {
 }
 
 /// Reads a question JSONL file; ids default to the question's position (from 1).
-pub fn load_questions(path: &Path) -> Result<Vec<QaItem>, String> {
+pub fn load_questions(path: &Path) -> crate::Result<Vec<QaItem>> {
     let mut out = Vec::new();
     for (n, (what, v)) in json_lines(path)?.into_iter().enumerate() {
         let question = v
             .get("question")
             .and_then(serde_json::Value::as_str)
-            .ok_or_else(|| format!("{what}: no string `question`"))?
+            .ok_or_else(|| EnvError::Qa(format!("{what}: no string `question`")))?
             .to_owned();
         let gold = ["answer", "gt", "golden_answers"]
             .iter()
             .find_map(|k| v.get(*k))
-            .ok_or_else(|| format!("{what}: no `answer`, `gt` or `golden_answers`"))?;
+            .ok_or_else(|| {
+                EnvError::Qa(format!("{what}: no `answer`, `gt` or `golden_answers`"))
+            })?;
         let answers = match gold {
             serde_json::Value::String(s) => vec![s.clone()],
             serde_json::Value::Array(xs) => xs
@@ -131,14 +136,20 @@ pub fn load_questions(path: &Path) -> Result<Vec<QaItem>, String> {
                 .map(|x| match x {
                     serde_json::Value::String(s) => Ok(s.clone()),
                     serde_json::Value::Number(n) => Ok(n.to_string()),
-                    other => Err(format!("{what}: answer {other} is not a string")),
+                    other => Err(EnvError::Qa(format!(
+                        "{what}: answer {other} is not a string"
+                    ))),
                 })
                 .collect::<Result<_, _>>()?,
             serde_json::Value::Number(n) => vec![n.to_string()],
-            other => return Err(format!("{what}: answer {other} is not a string or list")),
+            other => {
+                return Err(EnvError::Qa(format!(
+                    "{what}: answer {other} is not a string or list"
+                )));
+            }
         };
         if answers.is_empty() {
-            return Err(format!("{what}: empty answer list"));
+            return Err(EnvError::Qa(format!("{what}: empty answer list")));
         }
         let id = match v.get("id") {
             Some(serde_json::Value::String(s)) => s.clone(),
@@ -175,7 +186,7 @@ mod tests {
         write_corpus(&p, &docs).unwrap();
         assert_eq!(load_corpus(&p).unwrap(), docs);
         std::fs::write(&p, "{\"id\": \"1\"}\n").unwrap();
-        let err = load_corpus(&p).unwrap_err();
+        let err = load_corpus(&p).unwrap_err().to_string();
         assert!(
             err.contains("corpus.jsonl:1") && err.contains("contents"),
             "{err}"
@@ -199,6 +210,11 @@ mod tests {
         );
         assert_eq!(qs[2].id, "3");
         std::fs::write(&p, "{\"question\": \"a?\"}\n").unwrap();
-        assert!(load_questions(&p).unwrap_err().contains("q.jsonl:1"));
+        assert!(
+            load_questions(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("q.jsonl:1")
+        );
     }
 }

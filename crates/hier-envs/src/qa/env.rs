@@ -154,8 +154,7 @@ impl QaEnv {
 
     /// A synthetic world's questions (train / test) over an in-memory BM25 index of its corpus.
     pub fn synthetic(world: &super::world::World, config: QaEnvConfig) -> Result<Self> {
-        let index = super::index::Bm25Index::in_memory(&world.documents)
-            .map_err(EnvError::InvalidArgument)?;
+        let index = super::index::Bm25Index::in_memory(&world.documents)?;
         let split = |s: &str| {
             world
                 .questions
@@ -258,9 +257,7 @@ impl Env for QaEnv {
                 (String::new(), true, f1)
             }
             Some(Call::Search(q)) => {
-                let hits = retriever
-                    .retrieve(std::slice::from_ref(&q), topk)
-                    .map_err(EnvError::InvalidArgument)?;
+                let hits = retriever.retrieve(std::slice::from_ref(&q), topk)?;
                 let passages: Vec<(String, String)> = hits
                     .into_iter()
                     .next()
@@ -272,8 +269,7 @@ impl Env for QaEnv {
             }
             Some(Call::Access(u)) => {
                 let page = retriever
-                    .access(std::slice::from_ref(&u))
-                    .map_err(EnvError::InvalidArgument)?
+                    .access(std::slice::from_ref(&u))?
                     .into_iter()
                     .next()
                     .flatten();

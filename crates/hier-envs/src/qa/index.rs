@@ -18,6 +18,7 @@ use tantivy::schema::{
 use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term, doc};
 
 use super::corpus::Document;
+use crate::EnvError;
 
 /// A passage as the server returns it: ASearcher's BM25 fields (`title`, `text`, `contents`)
 /// plus `id` and `url`.
@@ -45,9 +46,9 @@ impl From<&Document> for Passage {
 /// What a retrieval backend answers (in process, or over HTTP).
 pub trait Retriever: Send + Sync {
     /// The top `k` passages of each query with their scores, best first.
-    fn retrieve(&self, queries: &[String], k: usize) -> Result<Vec<Vec<(Passage, f32)>>, String>;
+    fn retrieve(&self, queries: &[String], k: usize) -> crate::Result<Vec<Vec<(Passage, f32)>>>;
     /// The page at each URL (`None` where there is none).
-    fn access(&self, urls: &[String]) -> Result<Vec<Option<Passage>>, String>;
+    fn access(&self, urls: &[String]) -> crate::Result<Vec<Option<Passage>>>;
 }
 
 struct Fields {
@@ -90,13 +91,13 @@ fn schema() -> (Schema, Fields) {
     (b.build(), fields)
 }
 
-fn terr(what: &str) -> impl Fn(tantivy::TantivyError) -> String + '_ {
-    move |e| format!("bm25 index: {what}: {e}")
+fn terr(what: &str) -> impl Fn(tantivy::TantivyError) -> EnvError + '_ {
+    move |e| EnvError::Qa(format!("bm25 index: {what}: {e}"))
 }
 
 impl Bm25Index {
     /// Indexes `docs` in memory.
-    pub fn in_memory(docs: &[Document]) -> Result<Self, String> {
+    pub fn in_memory(docs: &[Document]) -> crate::Result<Self> {
         let (schema, fields) = schema();
         let index = Index::create_in_ram(schema);
         Self::fill(index, fields, docs)
@@ -104,24 +105,25 @@ impl Bm25Index {
 
     /// Indexes `docs` into `dir` (created; must not hold an index yet), or opens the index
     /// already there when `docs` is `None`.
-    pub fn on_disk(dir: &Path, docs: Option<&[Document]>) -> Result<Self, String> {
+    pub fn on_disk(dir: &Path, docs: Option<&[Document]>) -> crate::Result<Self> {
         let (schema, fields) = schema();
         match docs {
             Some(docs) => {
-                std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| EnvError::Qa(format!("{}: {e}", dir.display())))?;
                 let index = Index::create_in_dir(dir, schema)
-                    .map_err(|e| format!("{}: {e}", dir.display()))?;
+                    .map_err(|e| EnvError::Qa(format!("{}: {e}", dir.display())))?;
                 Self::fill(index, fields, docs)
             }
             None => {
-                let index =
-                    Index::open_in_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                let index = Index::open_in_dir(dir)
+                    .map_err(|e| EnvError::Qa(format!("{}: {e}", dir.display())))?;
                 Self::open(index, fields)
             }
         }
     }
 
-    fn fill(index: Index, fields: Fields, docs: &[Document]) -> Result<Self, String> {
+    fn fill(index: Index, fields: Fields, docs: &[Document]) -> crate::Result<Self> {
         // One indexing thread: one segment with documents in corpus order, so equal BM25
         // scores rank the same way in every build (several threads split documents into
         // segments by timing, and tantivy breaks ties by segment). Recorded episodes replay.
@@ -142,7 +144,7 @@ impl Bm25Index {
         Self::open(index, fields)
     }
 
-    fn open(index: Index, fields: Fields) -> Result<Self, String> {
+    fn open(index: Index, fields: Fields) -> crate::Result<Self> {
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -186,7 +188,7 @@ impl Bm25Index {
     }
 
     /// The top `k` passages of one query.
-    pub fn search(&self, query: &str, k: usize) -> Result<Vec<(Passage, f32)>, String> {
+    pub fn search(&self, query: &str, k: usize) -> crate::Result<Vec<(Passage, f32)>> {
         let searcher = self.reader.searcher();
         let (q, _ignored) = self.parser.parse_query_lenient(query);
         let hits = searcher
@@ -201,7 +203,7 @@ impl Bm25Index {
     }
 
     /// The page whose URL is `url`.
-    pub fn page(&self, url: &str) -> Result<Option<Passage>, String> {
+    pub fn page(&self, url: &str) -> crate::Result<Option<Passage>> {
         let searcher = self.reader.searcher();
         let q = TermQuery::new(
             Term::from_field_text(self.fields.url, url),
@@ -225,11 +227,11 @@ impl Bm25Index {
 }
 
 impl Retriever for Bm25Index {
-    fn retrieve(&self, queries: &[String], k: usize) -> Result<Vec<Vec<(Passage, f32)>>, String> {
+    fn retrieve(&self, queries: &[String], k: usize) -> crate::Result<Vec<Vec<(Passage, f32)>>> {
         queries.iter().map(|q| self.search(q, k)).collect()
     }
 
-    fn access(&self, urls: &[String]) -> Result<Vec<Option<Passage>>, String> {
+    fn access(&self, urls: &[String]) -> crate::Result<Vec<Option<Passage>>> {
         // ASearcher rewrites MediaWiki's `index.php/Title` form to `index.php?title=Title`.
         urls.iter()
             .map(|u| self.page(&u.replace("index.php/", "index.php?title=")))
@@ -349,7 +351,9 @@ mod tests {
         drop(built);
         let reopened = Bm25Index::on_disk(&dir.path().join("bm25"), None).unwrap();
         assert_eq!(reopened.search("Elmaria capital", 1).unwrap(), hits);
-        let err = Bm25Index::on_disk(&dir.path().join("missing"), None).unwrap_err();
+        let err = Bm25Index::on_disk(&dir.path().join("missing"), None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("missing"), "{err}");
     }
 }

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::index::{Passage, Retriever};
+use crate::EnvError;
 
 /// Server settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -144,7 +145,7 @@ pub fn handle(
                     .collect();
                 (200, json!({ "result": result }))
             }
-            Err(e) => bad(500, e),
+            Err(e) => bad(500, e.to_string()),
         }
     } else {
         let req: AccessRequest = match serde_json::from_value(value) {
@@ -159,7 +160,7 @@ pub fn handle(
         }
         match retriever.access(&req.urls) {
             Ok(pages) => (200, json!({ "result": pages })),
-            Err(e) => bad(500, e),
+            Err(e) => bad(500, e.to_string()),
         }
     }
 }
@@ -287,12 +288,17 @@ impl RetrievalServer {
         addr: &str,
         retriever: Arc<dyn Retriever>,
         cfg: ServerConfig,
-    ) -> Result<Self, String> {
+    ) -> crate::Result<Self> {
         if cfg.workers == 0 {
-            return Err("retrieval server: workers must be positive".into());
+            return Err(EnvError::Qa(
+                "retrieval server: workers must be positive".into(),
+            ));
         }
-        let listener = TcpListener::bind(addr).map_err(|e| format!("listen on {addr}: {e}"))?;
-        let addr = listener.local_addr().map_err(|e| format!("{addr}: {e}"))?;
+        let listener =
+            TcpListener::bind(addr).map_err(|e| EnvError::Qa(format!("listen on {addr}: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| EnvError::Qa(format!("{addr}: {e}")))?;
         let stopping = Arc::new(AtomicBool::new(false));
         let (tx, rx) = std::sync::mpsc::sync_channel::<TcpStream>(4 * cfg.workers);
         let rx = Arc::new(Mutex::new(rx));
@@ -405,31 +411,32 @@ impl HttpRetriever {
         }
     }
 
-    fn post(&self, path: &str, body: serde_json::Value) -> Result<serde_json::Value, String> {
+    fn post(&self, path: &str, body: serde_json::Value) -> crate::Result<serde_json::Value> {
         let url = format!("{}{path}", self.base);
         let resp = match self.agent.post(&url).send_json(body) {
             Ok(r) => r,
             Err(ureq::Error::Status(code, r)) => {
                 let text = r.into_string().unwrap_or_default();
-                return Err(format!("{url}: HTTP {code}: {text}"));
+                return Err(EnvError::Qa(format!("{url}: HTTP {code}: {text}")));
             }
-            Err(e) => return Err(format!("{url}: {e}")),
+            Err(e) => return Err(EnvError::Qa(format!("{url}: {e}"))),
         };
-        resp.into_json().map_err(|e| format!("{url}: {e}"))
+        resp.into_json()
+            .map_err(|e| EnvError::Qa(format!("{url}: {e}")))
     }
 
     fn result<T: for<'de> Deserialize<'de>>(
         &self,
         path: &str,
         mut v: serde_json::Value,
-    ) -> Result<T, String> {
+    ) -> crate::Result<T> {
         serde_json::from_value(v["result"].take())
-            .map_err(|e| format!("{}{path}: unexpected response: {e}", self.base))
+            .map_err(|e| EnvError::Qa(format!("{}{path}: unexpected response: {e}", self.base)))
     }
 }
 
 impl Retriever for HttpRetriever {
-    fn retrieve(&self, queries: &[String], k: usize) -> Result<Vec<Vec<(Passage, f32)>>, String> {
+    fn retrieve(&self, queries: &[String], k: usize) -> crate::Result<Vec<Vec<(Passage, f32)>>> {
         let v = self.post(
             "/retrieve",
             json!({"queries": queries, "topk": k, "return_scores": true}),
@@ -440,7 +447,7 @@ impl Retriever for HttpRetriever {
             .collect())
     }
 
-    fn access(&self, urls: &[String]) -> Result<Vec<Option<Passage>>, String> {
+    fn access(&self, urls: &[String]) -> crate::Result<Vec<Option<Passage>>> {
         let v = self.post("/access", json!({ "urls": urls }))?;
         self.result("/access", v)
     }

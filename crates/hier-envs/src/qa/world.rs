@@ -18,6 +18,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::corpus::Document;
+use crate::EnvError;
 
 /// Sizes of a world.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -246,12 +247,16 @@ fn unique(mut make: impl FnMut() -> String, taken: &mut BTreeSet<String>) -> Str
 
 impl World {
     /// Generates the world of `config` (the same config always gives the same world).
-    pub fn generate(config: &WorldConfig) -> Result<World, String> {
+    pub fn generate(config: &WorldConfig) -> crate::Result<World> {
         if config.people < 2 || config.cities < 1 || config.countries < 1 {
-            return Err("world: needs at least 2 people, 1 city and 1 country".into());
+            return Err(EnvError::Qa(
+                "world: needs at least 2 people, 1 city and 1 country".into(),
+            ));
         }
         if config.organizations < 1 || config.works < 1 {
-            return Err("world: needs at least 1 organization and 1 work".into());
+            return Err(EnvError::Qa(
+                "world: needs at least 1 organization and 1 work".into(),
+            ));
         }
         let mut rng = StdRng::seed_from_u64(config.seed);
         let mut taken = BTreeSet::new();
@@ -452,7 +457,7 @@ fn questions(
     entities: &[Entity],
     config: &WorldConfig,
     rng: &mut StdRng,
-) -> Result<Vec<Question>, String> {
+) -> crate::Result<Vec<Question>> {
     let starts: Vec<usize> = (0..entities.len())
         .filter(|&e| !entities[e].lookalike)
         .collect();
@@ -465,9 +470,9 @@ fn questions(
         while made < want {
             tries += 1;
             if tries > want * 200 + 1000 {
-                return Err(format!(
+                return Err(EnvError::Qa(format!(
                     "world: could only make {made} of {want} {hops}-hop questions; enlarge the world"
-                ));
+                )));
             }
             let start = *starts.choose(rng).expect("non-empty");
             let mut at = start;
@@ -616,7 +621,7 @@ mod tests {
             questions_per_hop: [0, 0, 0, 500],
             ..WorldConfig::default()
         };
-        let err = World::generate(&cfg).unwrap_err();
+        let err = World::generate(&cfg).unwrap_err().to_string();
         assert!(err.contains("4-hop"), "{err}");
     }
 }
