@@ -70,7 +70,7 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             segmenter,
         } => {
             let parsed: Split = split.parse()?;
-            let mut e = hier_multi2::table1::open_env(&env)?;
+            let mut e = hier_multi2::EnvKind::parse(&env)?.open()?;
             let segmenter = segmenter
                 .map(|s| {
                     serde_json::from_value::<Segmenter>(serde_json::Value::String(s.clone()))

@@ -73,16 +73,16 @@ pub fn setup() -> Result<()> {
 type Prepared = (Box<dyn Env>, Task, serde_json::Map<String, Value>);
 
 pub fn run(args: &EnvArgs) -> Result<()> {
-    let (mut env, task, head) = match args.env.as_str() {
-        "textcraft" => textcraft(args)?,
-        "scienceworld" => scienceworld(args)?,
-        "alfworld" => match alfworld(args)? {
+    use hier_multi2::EnvKind;
+    // Each environment takes its own task arguments (`--goal`, `--task --variation`,
+    // `--split --seed`), hence one function each.
+    let (mut env, task, head) = match EnvKind::parse(&args.env)? {
+        EnvKind::Textcraft => textcraft(args)?,
+        EnvKind::Scienceworld => scienceworld(args)?,
+        EnvKind::Alfworld => match alfworld(args)? {
             Some(p) => p,
             None => return Ok(()),
         },
-        other => {
-            bail!("unknown environment `{other}`: expected textcraft, scienceworld or alfworld")
-        }
     };
     let actions = args.actions.as_deref().map(split_actions);
     let out = play(env.as_mut(), &task, actions, args.gold, head)?;
@@ -172,7 +172,7 @@ fn textcraft(args: &EnvArgs) -> Result<Prepared> {
     let task = Task::new("craft", seed);
     let goal = env.goal_of(seed).to_owned();
     let mut head = serde_json::Map::new();
-    head.insert("env".into(), json!("textcraft"));
+    head.insert("env".into(), json!(hier_multi2::EnvKind::Textcraft.name()));
     head.insert("task".into(), json!("craft"));
     head.insert("seed".into(), json!(seed));
     head.insert("goal".into(), json!(goal));
@@ -192,7 +192,10 @@ fn scienceworld(args: &EnvArgs) -> Result<Prepared> {
     let env = ScienceWorld::new(config)?;
     let task = Task::new(name.clone(), args.variation);
     let mut head = serde_json::Map::new();
-    head.insert("env".into(), json!("scienceworld"));
+    head.insert(
+        "env".into(),
+        json!(hier_multi2::EnvKind::Scienceworld.name()),
+    );
     head.insert("task".into(), json!(name));
     head.insert("variation".into(), json!(args.variation));
     Ok((Box::new(env), task, head))
@@ -214,7 +217,7 @@ fn alfworld(args: &EnvArgs) -> Result<Option<Prepared>> {
         .transpose()
         .map_err(anyhow::Error::msg)?;
     let mut head = serde_json::Map::new();
-    head.insert("env".into(), json!("alfworld"));
+    head.insert("env".into(), json!(hier_multi2::EnvKind::Alfworld.name()));
     let (mut env, task) = match &args.game {
         Some(path) => {
             let env = AlfWorld::from_file(path)?;

@@ -119,7 +119,10 @@ fn reproduce_table1(
     use hier_train::stages::BackboneSpec;
     let mut p = Profile::from_file(&profile_file("table1", profile))?;
     if let Some(e) = envs {
-        p.envs = e;
+        p.envs = e
+            .iter()
+            .map(|name| hier_multi2::EnvKind::parse(name))
+            .collect::<std::result::Result<_, _>>()?;
         if let Some(a) = p.ablations.take_if(|a| !p.envs.contains(&a.env)) {
             eprintln!(
                 "note: the ablations run on {}, which --envs leaves out; they are skipped",

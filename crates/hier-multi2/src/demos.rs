@@ -38,16 +38,9 @@ pub enum Segmenter {
 }
 
 impl Segmenter {
-    /// The default segmenter of an environment (by [`Env::name`]).
+    /// The default segmenter of an environment (by [`Env::name`], from the registry).
     pub fn for_env(name: &str) -> Result<Self> {
-        match name {
-            "textcraft" => Ok(Segmenter::Textcraft),
-            "scienceworld" => Ok(Segmenter::Scienceworld),
-            "alfworld" => Ok(Segmenter::Alfworld),
-            other => Err(Error::Invalid(format!(
-                "no subgoal segmentation rules for environment `{other}`"
-            ))),
-        }
+        Ok(crate::envs::EnvKind::parse(name)?.spec().segmenter)
     }
 
     pub fn segment(self, ep: &Episode) -> Vec<Segment> {
@@ -81,7 +74,7 @@ pub fn play(
 ) -> Result<Episode> {
     let reset = env.reset(task)?;
     let name = env.name();
-    let replans = name == "alfworld";
+    let replans = crate::envs::EnvKind::parse(name).is_ok_and(|k| k.spec().replans);
     let mut plan: VecDeque<String> = env
         .gold_actions()?
         .ok_or_else(|| Error::Invalid(format!("{name} has no expert for {task}")))?

@@ -3,6 +3,7 @@
 //! Multi² (`docs/design/METHODS.md` A): a System-1 planner and a System-2 executor as LoRA
 //! adapters over one frozen backbone, and everything its Table 1 compares it with.
 //!
+//! - the environments of Table 1, one typed registry ([`envs`]);
 //! - the agent and its batched rollout ([`agent`]), each role's examples ([`roles`]), expert
 //!   demonstrations cut into subgoals ([`demos`]);
 //! - System-2 offline RL and online RL ([`offline_rl`], [`online_rl`]) sharing the critic
@@ -16,6 +17,7 @@
 pub mod adapt;
 pub mod agent;
 pub mod demos;
+pub mod envs;
 pub mod error;
 pub mod flat;
 pub mod grpo;
@@ -27,4 +29,5 @@ pub mod roles;
 pub mod sys2;
 pub mod table1;
 
+pub use envs::EnvKind;
 pub use error::{Error, Result};

@@ -16,6 +16,7 @@ use plotters::prelude::*;
 
 use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars};
 
+use crate::envs::EnvKind;
 use crate::error::{Error, Result};
 use crate::online_rl::CurvePoint;
 use crate::table1::report::{AblationRow, method_label};
@@ -61,30 +62,14 @@ pub fn draw_all(
     Ok(())
 }
 
-fn column_label(env: &str, split: Split) -> String {
-    let short = match env {
-        "scienceworld" => "SciW",
-        "alfworld" => "ALFW",
-        "textcraft" => "TextCraft",
-        other => other,
-    };
-    if env == "textcraft" {
-        short.into()
-    } else {
-        format!("{short} {split:?}")
-            .replace("Id", "ID")
-            .replace("Ood", "OOD")
-    }
-}
-
 fn success_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
-    let mut cols: Vec<(String, Split)> = Vec::new();
+    let mut cols: Vec<(EnvKind, Split)> = Vec::new();
     for c in cells {
         if !cols.iter().any(|(e, s)| *e == c.env && *s == c.split) {
-            cols.push((c.env.clone(), c.split));
+            cols.push((c.env, c.split));
         }
     }
-    let groups: Vec<String> = cols.iter().map(|(e, s)| column_label(e, *s)).collect();
+    let groups: Vec<String> = cols.iter().map(|(e, s)| e.column_label(*s)).collect();
     let series: Vec<Series> = profile
         .methods
         .iter()
@@ -212,13 +197,9 @@ fn token_efficiency(
     cells: &[Cell],
     efficiency: &BTreeMap<String, f64>,
 ) -> Drawn {
-    let order = [
-        ("scienceworld", Split::Id),
-        ("alfworld", Split::Id),
-        ("textcraft", Split::Id),
-    ];
-    let Some((env, split)) = order
-        .into_iter()
+    let Some((env, split)) = crate::envs::REGISTRY
+        .iter()
+        .map(|s| (s.kind, Split::Id))
         .find(|(e, s)| cells.iter().any(|c| c.env == *e && c.split == *s))
     else {
         return Ok(());
@@ -250,7 +231,7 @@ fn token_efficiency(
     for (k, (area, what, lo, hi)) in panels.into_iter().enumerate() {
         let mut chart = ChartBuilder::on(area)
             .caption(
-                format!("{} vs tokens ({})", what, column_label(env, split)),
+                format!("{} vs tokens ({})", what, env.column_label(split)),
                 ("sans-serif", 18),
             )
             .margin(12)

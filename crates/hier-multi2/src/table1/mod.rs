@@ -43,6 +43,7 @@ use hier_train::policy::BackbonePolicy;
 use hier_train::runlog::RunOptions;
 use hier_train::sft::{SftSpec, sft_config};
 
+use crate::envs::EnvKind;
 use crate::error::{Error, Result};
 pub use hier_train::stages::{BackboneSpec, Report, RunConfig, StageRecord};
 use hier_train::stages::{
@@ -84,7 +85,7 @@ pub struct EvalSpec {
 pub struct Profile {
     pub name: String,
     pub seed: u64,
-    pub envs: Vec<String>,
+    pub envs: Vec<EnvKind>,
     /// `multi2`, `flat-sft`, `glider`.
     pub methods: Vec<String>,
     pub backbone: BackboneSpec,
@@ -108,7 +109,7 @@ pub struct Profile {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AblationSpec {
-    pub env: String,
+    pub env: EnvKind,
     /// Training seeds (the profile's seed reuses the main table's stages).
     pub seeds: Vec<u64>,
     /// Names from [`VARIANTS`].
@@ -139,7 +140,7 @@ pub const VARIANTS: [&str; 10] = [
 pub struct AblationCell {
     pub variant: String,
     pub seed: u64,
-    pub env: String,
+    pub env: EnvKind,
     pub split: Split,
     pub summary: Summary,
 }
@@ -154,8 +155,6 @@ pub const METHODS: [&str; 7] = [
     "adapt",
     "flat-sft",
 ];
-/// The environments it knows.
-pub const ENVS: [&str; 3] = ["textcraft", "scienceworld", "alfworld"];
 
 impl Profile {
     pub fn from_file(path: &Path) -> Result<Self> {
@@ -170,11 +169,6 @@ impl Profile {
     }
 
     pub fn check(&self) -> Result<()> {
-        if let Some(e) = self.envs.iter().find(|e| !ENVS.contains(&e.as_str())) {
-            return Err(Error::Invalid(format!(
-                "unknown environment `{e}`: expected one of {ENVS:?}"
-            )));
-        }
         if let Some(m) = self.methods.iter().find(|m| !METHODS.contains(&m.as_str())) {
             return Err(Error::Invalid(format!(
                 "unknown method `{m}`: expected one of {METHODS:?}"
@@ -197,7 +191,8 @@ impl Profile {
             if !self.envs.contains(&a.env) {
                 return Err(Error::Invalid(format!(
                     "ablations.env = `{}` is not among envs {:?}",
-                    a.env, self.envs
+                    a.env,
+                    self.envs.iter().map(|e| e.name()).collect::<Vec<_>>()
                 )));
             }
             if let Some(v) = a.variants.iter().find(|v| !VARIANTS.contains(&v.as_str())) {
@@ -219,31 +214,13 @@ impl Profile {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
     pub method: String,
-    pub env: String,
+    pub env: EnvKind,
     pub split: Split,
     pub summary: Summary,
 }
 
-/// Opens an environment by name.
-pub fn open_env(name: &str) -> Result<Box<dyn Env>> {
-    use hier_envs::alfworld::AlfWorld;
-    use hier_envs::assets::Assets;
-    use hier_envs::scienceworld::{Config, ScienceWorld};
-    use hier_envs::textcraft::TextCraft;
-    Ok(match name {
-        "textcraft" => Box::new(TextCraft::from_assets()?),
-        "scienceworld" => Box::new(ScienceWorld::new(Config::from_assets()?)?),
-        "alfworld" => Box::new(AlfWorld::locate(&Assets::locate()?)?),
-        other => {
-            return Err(Error::Invalid(format!(
-                "unknown environment `{other}`: expected one of {ENVS:?}"
-            )));
-        }
-    })
-}
-
-fn open_envs(name: &str, n: usize) -> Result<Vec<Box<dyn Env>>> {
-    (0..n).map(|_| open_env(name)).collect()
+fn open_envs(kind: EnvKind, n: usize) -> Result<Vec<Box<dyn Env>>> {
+    (0..n).map(|_| kind.open()).collect()
 }
 
 /// The splits an environment evaluates on (TextCraft has no OOD split).
@@ -323,7 +300,7 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
     for env_name in &profile.envs {
         let key = serde_json::json!({"env": env_name, "data": profile.data, "seed": profile.seed});
         let dir = st.run(&format!("data-{env_name}"), key, |dir| -> Result<()> {
-            let mut env = open_env(env_name)?;
+            let mut env = env_name.open()?;
             let train = env.tasks(Split::Train)?;
             let tasks = spread(&train, profile.data.train_episodes);
             let opts = BuildOptions {
@@ -334,11 +311,11 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
             build_dataset(env.as_mut(), &tasks, "train", dir, &opts)?;
             Ok(())
         })?;
-        data_dirs.insert(env_name.clone(), dir);
+        data_dirs.insert(*env_name, dir);
         let key =
             serde_json::json!({"env": env_name, "tasks_per_split": profile.eval.tasks_per_split});
         let dir = st.run(&format!("tasks-{env_name}"), key, |dir| -> Result<()> {
-            let mut env = open_env(env_name)?;
+            let mut env = env_name.open()?;
             let mut all = Vec::new();
             for (split, tasks) in eval_splits(env.as_ref())? {
                 let picked = spread(&tasks, profile.eval.tasks_per_split);
@@ -347,7 +324,7 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
             }
             Ok(write_json(&dir.join("tasks.json"), &all)?)
         })?;
-        task_dirs.insert(env_name.clone(), dir);
+        task_dirs.insert(*env_name, dir);
     }
     let data: Vec<EnvData> = profile
         .envs
@@ -389,14 +366,14 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
             tok: &tok,
             profile,
             cfg,
-            env: env_name,
+            env: *env_name,
             d,
             base,
         };
         for method in profile.methods.iter().filter(|_| !ablating) {
             let trained = ctx.method(method, profile.seed)?;
             if let Some(c) = &trained.curve {
-                curves.insert(env_name.clone(), c.clone());
+                curves.insert(env_name.to_string(), c.clone());
             }
             let results = ctx.evaluate(
                 &format!("eval-{method}"),
@@ -408,7 +385,7 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
             for (split, tasks, _) in &eval_tasks {
                 cells.push(Cell {
                     method: method.clone(),
-                    env: env_name.clone(),
+                    env: *env_name,
                     split: *split,
                     summary: summarise(&of_tasks(&results, tasks)),
                 });
@@ -452,7 +429,7 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
                     ablation_cells.push(AblationCell {
                         variant: variant.clone(),
                         seed,
-                        env: env_name.clone(),
+                        env: *env_name,
                         split: *split,
                         summary: summarise(&of_tasks(&results, ts)),
                     });
@@ -531,7 +508,7 @@ struct Ctx<'a, 'b> {
     tok: &'a Tokenizer,
     profile: &'a Profile,
     cfg: &'a RunConfig,
-    env: &'a str,
+    env: EnvKind,
     d: &'a EnvData,
     base: serde_json::Value,
 }
@@ -912,7 +889,7 @@ impl Ctx<'_, '_> {
 fn evaluate(
     lm: &CausalLm,
     tok: &Tokenizer,
-    env_name: &str,
+    env_name: EnvKind,
     d: &EnvData,
     agent: &Agent,
     eval_tasks: &[SplitTasks],

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use hier_envs::Split;
 use serde::Serialize;
 
+use crate::envs::EnvKind;
 use crate::error::Result;
 use crate::online_rl::CurvePoint;
 use crate::table1::{AblationCell, Cell, Profile, RunConfig, StageRecord};
@@ -23,15 +24,6 @@ pub const PAPER_LLAMA_8B: [(&str, [f64; 5]); 6] = [
     ("GRPO", [25.79, 4.61, 8.57, 7.50, 5.50]),
     ("Glider", [60.48, 34.36, 43.57, 37.86, 9.50]),
     ("Multi²", [67.61, 30.68, 57.86, 56.43, 35.60]),
-];
-
-/// Columns in the paper's order.
-const COLUMNS: [(&str, Split, &str); 5] = [
-    ("scienceworld", Split::Id, "SciW ID"),
-    ("scienceworld", Split::Ood, "SciW OOD"),
-    ("alfworld", Split::Id, "ALFW ID"),
-    ("alfworld", Split::Ood, "ALFW OOD"),
-    ("textcraft", Split::Id, "TextCraft"),
 ];
 
 /// How a method is named in tables and figures.
@@ -121,7 +113,7 @@ pub fn write(
     stages: &[StageRecord],
     wall_seconds: f64,
 ) -> Result<()> {
-    let find = |m: &str, env: &str, split: Split| {
+    let find = |m: &str, env: EnvKind, split: Split| {
         cells
             .iter()
             .find(|c| c.method == m && c.env == env && c.split == split)
@@ -129,7 +121,7 @@ pub fn write(
     // Token efficiency (success per token) relative to ReAct on the same column.
     let mut eff = BTreeMap::new();
     for c in cells {
-        if let Some(r) = find("react", &c.env, c.split) {
+        if let Some(r) = find("react", c.env, c.split) {
             let e = token_efficiency(
                 c.summary.success.mean,
                 c.summary.mean_tokens,
@@ -152,15 +144,18 @@ pub fn write(
         profile.eval.tasks_per_split
     ));
     md.push_str("## Ours: success % (mean over seeds ± 95 % t-interval half-width)\n\n");
+    let columns: Vec<(EnvKind, Split, String)> = crate::envs::columns()
+        .map(|(e, s)| (e, s, e.column_label(s)))
+        .collect();
     md.push_str("| Method |");
-    for (_, _, label) in COLUMNS {
+    for (_, _, label) in &columns {
         md.push_str(&format!(" {label} |"));
     }
-    md.push_str("\n|---|---|---|---|---|---|\n");
+    md.push_str(&format!("\n|---|{}\n", "---|".repeat(columns.len())));
     for m in &profile.methods {
         md.push_str(&format!("| {} |", method_label(m)));
-        for (env, split, _) in COLUMNS {
-            let cell = if !profile.envs.iter().any(|e| e == env) {
+        for &(env, split, _) in &columns {
+            let cell = if !profile.envs.contains(&env) {
                 "not run".to_owned()
             } else {
                 match find(m, env, split) {
@@ -178,10 +173,7 @@ pub fn write(
     md.push_str("\nReflexion's cells are pass@{trials} (its first trial alone, pass@1, is in the next table); ReAct, Reflexion and ADaPT prompt the backbone without fine-tuning.\n".replace("{trials}", &profile.prompted.reflexion_trials.to_string()).as_str());
     md.push_str("\n## Tokens per episode and token efficiency (success per token, ReAct = 1; — where undefined, e.g. ReAct at 0 %)\n\n| Method | Column | Episodes | Mean final score | Tokens/episode | Steps/episode | Efficiency | Easy / Medium / Hard success % | pass@1 |\n|---|---|---|---|---|---|---|---|---|\n");
     for c in cells {
-        let label = COLUMNS
-            .iter()
-            .find(|(e, s, _)| *e == c.env && *s == c.split)
-            .map_or("?", |x| x.2);
+        let label = c.env.column_label(c.split);
         let diff: Vec<String> = ["Easy", "Medium", "Hard"]
             .iter()
             .map(|d| {
