@@ -19,42 +19,10 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use hier_data::build::{Built, Episode, build};
 use hier_data::replay::SplitMix64;
-use hier_data::segment::{self, Segment};
 use hier_envs::{Env, Task};
 use serde::{Deserialize, Serialize};
 
-/// How an environment's demonstrations are cut into subgoals.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Segmenter {
-    /// [`segment::textcraft`]: gather base items, then one subgoal per crafted item.
-    Textcraft,
-    /// [`segment::textcraft_templates`]: the authors' two template subgoals.
-    TextcraftTemplates,
-    /// [`segment::scienceworld`].
-    Scienceworld,
-    /// [`segment::alfworld`].
-    Alfworld,
-}
-
-impl Segmenter {
-    /// The default segmenter of an environment (by [`Env::name`], from the registry).
-    pub fn for_env(name: &str) -> Result<Self> {
-        Ok(crate::envs::EnvKind::parse(name)?.spec().segmenter)
-    }
-
-    pub fn segment(self, ep: &Episode) -> Vec<Segment> {
-        match self {
-            Segmenter::Textcraft => segment::textcraft(&ep.actions),
-            Segmenter::TextcraftTemplates => {
-                let target = ep.task.strip_prefix("craft ").unwrap_or(&ep.task);
-                segment::textcraft_templates(&ep.actions, target)
-            }
-            Segmenter::Scienceworld => segment::scienceworld(&ep.actions),
-            Segmenter::Alfworld => segment::alfworld(&ep.actions),
-        }
-    }
-}
+pub use crate::envs::Segmenter;
 
 /// The noise stream of episode `k`.
 pub fn episode_rng(seed: u64, k: u64) -> SplitMix64 {
@@ -204,7 +172,7 @@ pub fn build_dataset(
     }
     let segmenter = match opts.segmenter {
         Some(s) => s,
-        None => Segmenter::for_env(env.name())?,
+        None => crate::envs::EnvKind::parse(env.name())?.spec().segmenter,
     };
     let tasks = &tasks[..opts.limit.unwrap_or(tasks.len()).min(tasks.len())];
     let bar = if opts.progress {

@@ -3,14 +3,43 @@
 //! matches environment names.
 //!
 //! Adding an environment: its module in `hier-envs` (an [`Env`]), its segmentation rule
-//! (`hier_data::segment` and a [`Segmenter`] variant), and a variant here with its row in
-//! [`REGISTRY`]. Profiles then accept its name in `envs = [...]`.
+//! (`hier_data::segment`), and here a [`Segmenter`] variant, an [`EnvKind`] variant and its
+//! row in [`REGISTRY`]. Profiles then accept its name in `envs = [...]`.
 
 use hier_envs::{Env, Split};
 use serde::{Deserialize, Serialize};
 
-use crate::demos::Segmenter;
 use crate::error::{Error, Result};
+use hier_data::build::Episode;
+use hier_data::segment::{self, Segment};
+
+/// How an environment's demonstrations are cut into subgoals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Segmenter {
+    /// [`segment::textcraft`]: gather base items, then one subgoal per crafted item.
+    Textcraft,
+    /// [`segment::textcraft_templates`]: the authors' two template subgoals.
+    TextcraftTemplates,
+    /// [`segment::scienceworld`].
+    Scienceworld,
+    /// [`segment::alfworld`].
+    Alfworld,
+}
+
+impl Segmenter {
+    pub fn segment(self, ep: &Episode) -> Vec<Segment> {
+        match self {
+            Segmenter::Textcraft => segment::textcraft(&ep.actions),
+            Segmenter::TextcraftTemplates => {
+                let target = ep.task.strip_prefix("craft ").unwrap_or(&ep.task);
+                segment::textcraft_templates(&ep.actions, target)
+            }
+            Segmenter::Scienceworld => segment::scienceworld(&ep.actions),
+            Segmenter::Alfworld => segment::alfworld(&ep.actions),
+        }
+    }
+}
 
 /// An environment of Table 1. Serialised (profiles, stage keys, tables) as its [`name`](Self::name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

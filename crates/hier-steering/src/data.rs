@@ -5,9 +5,8 @@
 //! (e.g. `cargo xtask serve-retrieval` over wiki-18). With files, a user holding wiki-18 and
 //! the seven benchmarks runs the paper's setting through the same pipeline.
 
-use std::collections::BTreeMap;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,68 +16,10 @@ use hier_envs::qa::index::{Bm25Index, Retriever};
 use hier_envs::qa::server::HttpRetriever;
 use hier_envs::qa::world::World;
 use hier_envs::{Env, Split, Task};
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::pipeline::SteeringProfile;
+use crate::profile::{QaFiles, SteeringProfile};
 use hier_train::eval::spread;
-
-/// Questions and passages from files. Relative paths are read from the working directory.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QaFiles {
-    /// Corpus rows (`{"id", "contents": "\"Title\"\ntext"}`): the in-process index's
-    /// documents, and a pre-trained tiny backbone's text. Needed unless `retriever_url` is set
-    /// and every backbone is an HF checkpoint.
-    #[serde(default)]
-    pub corpus: Option<PathBuf>,
-    /// Keep the in-process BM25 index in this directory: built from `corpus` when it holds
-    /// none, opened when it does (wiki-18's 21 M passages take a while to index). Absent: the
-    /// index lives in memory.
-    #[serde(default)]
-    pub index: Option<PathBuf>,
-    /// An ASearcher-compatible retrieval server (`POST /retrieve`, `POST /access`) to use
-    /// instead of the in-process index.
-    #[serde(default)]
-    pub retriever_url: Option<String>,
-    /// Seconds per request to `retriever_url`.
-    #[serde(default = "default_timeout")]
-    pub timeout_s: f64,
-    /// Training questions: the state bank's and steering training's.
-    pub train: PathBuf,
-    /// Test sets by name (e.g. the seven benchmarks); evaluation spreads `eval.tasks`
-    /// questions over each, and the report gives F1 per set.
-    pub test: BTreeMap<String, PathBuf>,
-}
-
-fn default_timeout() -> f64 {
-    30.0
-}
-
-impl QaFiles {
-    pub fn check(&self) -> Result<()> {
-        if self.test.is_empty() {
-            return Err(Error::Invalid("files.test names no question set".into()));
-        }
-        if self.corpus.is_none() && self.retriever_url.is_none() {
-            return Err(Error::Invalid(
-                "files needs a `corpus` or a `retriever_url`".into(),
-            ));
-        }
-        if self.index.is_some() && self.retriever_url.is_some() {
-            return Err(Error::Invalid(
-                "files.index is the in-process index; it cannot go with retriever_url".into(),
-            ));
-        }
-        if !self.timeout_s.is_finite() || self.timeout_s <= 0.0 {
-            return Err(Error::Invalid(format!(
-                "files.timeout_s = {} must be positive",
-                self.timeout_s
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// The loaded data of a run.
 pub(crate) struct QaData {

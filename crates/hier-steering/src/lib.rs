@@ -18,7 +18,9 @@
 pub mod data;
 pub mod error;
 pub mod pipeline;
+pub mod profile;
 pub mod report;
+pub mod results;
 pub mod search_agent;
 pub mod steer_agent;
 pub mod steer_train;

@@ -15,321 +15,31 @@ use hier_backbone::burn::tensor::Device;
 use hier_backbone::{CausalLm, Tokenizer};
 use hier_envs::qa::corpus::Document;
 use hier_envs::qa::env::{Call, QaEnv, parse_call};
-use hier_envs::qa::world::WorldConfig;
 use hier_envs::{Env, Split, Task};
-use serde::{Deserialize, Serialize};
 
-pub use crate::data::QaFiles;
 use crate::data::{QaData, hex};
 use crate::error::{Error, Result};
-use crate::search_agent::{CALL_TAGS, DriftConfig, SearchDemo, demonstrations, rollout_search};
+pub use crate::profile::{
+    ExecutorSpec, METHODS, QaFiles, QaSpec, SteerEvalSpec, SteeringProfile, method_label,
+    profile_path,
+};
+pub use crate::results::{Evaluation, QaResult, SteeringRun};
+use crate::search_agent::{CALL_TAGS, SearchDemo, demonstrations, rollout_search};
 use crate::steer_agent::{Schedule, SteerConfig, SteeringAgent};
 use crate::steer_train::{
-    BankState, ExecutorSampling, StateRecord, SteerTrainConfig, collect_states, demo_states,
-    executor_examples, filtered_bc_examples, format_examples, format_pairs, train_steering,
+    BankState, ExecutorSampling, StateRecord, collect_states, demo_states, executor_examples,
+    filtered_bc_examples, format_examples, format_pairs, train_steering,
 };
 use hier_train::eval::spread;
 use hier_train::policy::BackbonePolicy;
 use hier_train::runlog::RunOptions;
 use hier_train::runlog::write_jsonl;
+use hier_train::sft::sft_config;
 use hier_train::sft::train_adapter;
-use hier_train::sft::{SftSpec, sft_config};
 use hier_train::stages::{
-    BackboneSpec, Report, RunConfig, Stages, backbone_stage, load, read_json, read_jsonl,
-    run_pipeline, sft_stage, take, write_json,
+    Report, RunConfig, Stages, backbone_stage, load, read_json, read_jsonl, run_pipeline,
+    sft_stage, take, write_json,
 };
-
-/// The retrieval environment's settings.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QaSpec {
-    /// Passages per search.
-    pub topk: usize,
-    /// Turn limits in training (demonstrations, the bank, continuations) and evaluation
-    /// (ASearcher: 32 / 64).
-    pub train_max_turns: usize,
-    pub eval_max_turns: usize,
-}
-
-/// A frozen executor: a backbone (the profile's, or its own: another size or family), and
-/// optionally a LoRA SFT adapter on search demonstrations with drift — the synthetic world
-/// only, since demonstrations follow its gold paths. Without `sft` the backbone plays as it is
-/// (an instruct checkpoint, as in the paper).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExecutorSpec {
-    /// Its name in tables and stage names: `main` for the training executor; transfer
-    /// executors need their own (letters, digits, `-`, `_`, `.`).
-    #[serde(default = "main_executor")]
-    pub name: String,
-    /// Its own backbone; absent: the profile's `backbone`, shared with the steering agent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backbone: Option<BackboneSpec>,
-    /// Training questions demonstrated (spread over the train split), with `sft` only.
-    #[serde(default)]
-    pub demos: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drift: Option<DriftConfig>,
-    /// LoRA SFT on the demonstrations; absent: no adapter.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sft: Option<SftSpec>,
-    /// Prompt it as an instruct model: each prompt one user message in the chat template, a
-    /// turn ending at its call's closing tag (`</search>`, `</access>`, `</answer>`) rather
-    /// than at the end of a line.
-    #[serde(default)]
-    pub chat: bool,
-    pub seed: u64,
-}
-
-fn main_executor() -> String {
-    "main".into()
-}
-
-impl ExecutorSpec {
-    /// The adapter (and stage) name of its SFT.
-    pub fn adapter(&self) -> String {
-        self.tagged("executor")
-    }
-
-    /// `what` for the training executor, `what-<name>` for the others: its stage names.
-    fn tagged(&self, what: &str) -> String {
-        match self.name.as_str() {
-            "main" => what.to_owned(),
-            name => format!("{what}-{name}"),
-        }
-    }
-
-    fn check(&self, what: &str, synthetic: bool) -> Result<()> {
-        let ok_name = !self.name.is_empty()
-            && self
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-        if !ok_name {
-            return Err(Error::Invalid(format!(
-                "{what}.name = `{}`: use letters, digits, `-`, `_` and `.`",
-                self.name
-            )));
-        }
-        match (&self.sft, &self.drift) {
-            (Some(_), Some(_)) if !synthetic => Err(Error::Invalid(format!(
-                "{what}.sft trains on demonstrations along gold paths, which only the synthetic \
-                 [world] has; with [files], leave it out (the backbone plays as it is)"
-            ))),
-            (Some(_), Some(_)) if self.demos == 0 => Err(Error::Invalid(format!(
-                "{what}.demos must be positive with {what}.sft"
-            ))),
-            (Some(_), None) => Err(Error::Invalid(format!("{what}.sft needs {what}.drift"))),
-            (None, _) if self.demos > 0 || self.drift.is_some() => Err(Error::Invalid(format!(
-                "{what}.demos and {what}.drift only apply with {what}.sft"
-            ))),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// Evaluation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SteerEvalSpec {
-    /// Test questions (spread over the test split).
-    pub tasks: usize,
-    /// One pass over the questions per seed (executor and steering sampling).
-    pub seeds: Vec<u64>,
-    /// Episodes played together.
-    pub parallel: usize,
-    /// The τ sweep of the trained agent (no retraining); `steer.tau` is the main table's τ.
-    pub taus: Vec<f64>,
-}
-
-/// A `reproduce steering` profile (`configs/steering/<name>.toml`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SteeringProfile {
-    pub name: String,
-    pub seed: u64,
-    /// The data: the synthetic world, or files (exactly one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub world: Option<WorldConfig>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub files: Option<QaFiles>,
-    pub qa: QaSpec,
-    pub backbone: BackboneSpec,
-    /// Tokens per training sequence at most.
-    pub max_len: usize,
-    /// The executor the steering agent is trained with, and those it transfers to without
-    /// retraining (`[[transfer]]`).
-    pub executor: ExecutorSpec,
-    #[serde(default)]
-    pub transfer: Vec<ExecutorSpec>,
-    pub executor_sampling: ExecutorSampling,
-    /// The steering agent at deployment.
-    pub steer: SteerConfig,
-    /// The format-only ("zero-shot") adapter: SFT on random decisions in the protocol.
-    pub format_sft: SftSpec,
-    /// Training questions whose no-intervention rollouts fill the state bank.
-    pub bank_tasks: usize,
-    /// `adapter`, `reference`, `executor`, `steer`, `executor_sampling`, `max_len` and `seed`
-    /// are set by the pipeline.
-    pub train: SteerTrainConfig,
-    /// Filtered behaviour cloning (SFT on the training run's outputs that beat no
-    /// intervention).
-    pub bc: SftSpec,
-    pub eval: SteerEvalSpec,
-}
-
-impl SteeringProfile {
-    pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let profile_error = |msg: String| Error::Profile {
-            path: path.into(),
-            msg,
-        };
-        let p: Self = toml::from_str(&text).map_err(|e| profile_error(e.to_string()))?;
-        p.check().map_err(|e| profile_error(e.to_string()))?;
-        Ok(p)
-    }
-
-    pub fn check(&self) -> Result<()> {
-        if self.eval.seeds.is_empty() || self.eval.tasks == 0 || self.eval.parallel == 0 {
-            return Err(Error::Invalid(
-                "eval needs seeds, tasks > 0 and parallel > 0".into(),
-            ));
-        }
-        let tau_ok = |t: f64| t > 0.0 && t < 1.0;
-        if !tau_ok(self.steer.tau) {
-            return Err(Error::Invalid(format!(
-                "steer.tau = {} is outside (0, 1)",
-                self.steer.tau
-            )));
-        }
-        if let Some(t) = self.eval.taus.iter().find(|t| !tau_ok(**t)) {
-            return Err(Error::Invalid(format!(
-                "eval.taus holds {t}, outside (0, 1)"
-            )));
-        }
-        if self.qa.train_max_turns == 0 || self.qa.eval_max_turns == 0 || self.qa.topk == 0 {
-            return Err(Error::Invalid(
-                "qa: topk and turn limits must be positive".into(),
-            ));
-        }
-        if self.bank_tasks == 0 {
-            return Err(Error::Invalid("bank_tasks must be positive".into()));
-        }
-        match (&self.world, &self.files) {
-            (Some(_), None) => {}
-            (None, Some(f)) => {
-                f.check()?;
-                if f.corpus.is_none() && self.pretrains() {
-                    return Err(Error::Invalid(
-                        "a pre-trained (`kind = \"pretrain\"`) backbone needs files.corpus for its text"
-                            .into(),
-                    ));
-                }
-            }
-            _ => {
-                return Err(Error::Invalid(
-                    "give exactly one of [world] and [files]".into(),
-                ));
-            }
-        }
-        let synthetic = self.world.is_some();
-        if self.executor.name != "main" {
-            return Err(Error::Invalid(format!(
-                "executor.name = `{}`: the training executor is `main`",
-                self.executor.name
-            )));
-        }
-        self.executor.check("executor", synthetic)?;
-        let mut names = std::collections::BTreeSet::from(["main"]);
-        for (i, t) in self.transfer.iter().enumerate() {
-            t.check(&format!("transfer[{i}]"), synthetic)?;
-            if !names.insert(&t.name) {
-                return Err(Error::Invalid(format!(
-                    "two executors are named `{}`",
-                    t.name
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether any backbone of the run is pre-trained from scratch (on the corpus's text).
-    pub fn pretrains(&self) -> bool {
-        std::iter::once(&self.backbone)
-            .chain(self.executors().filter_map(|e| e.backbone.as_ref()))
-            .any(|b| matches!(b, BackboneSpec::Pretrain { .. }))
-    }
-
-    /// The training executor, then the transfer executors.
-    pub fn executors(&self) -> impl Iterator<Item = &ExecutorSpec> {
-        std::iter::once(&self.executor).chain(&self.transfer)
-    }
-}
-
-/// The comparison methods of METHODS.md B, in table order.
-pub const METHODS: [&str; 6] = [
-    "none",
-    "zero-shot",
-    "planning",
-    "verification",
-    "filtered-bc",
-    "rl",
-];
-
-/// What each method is, for tables and figures.
-pub fn method_label(m: &str) -> &'static str {
-    match m {
-        "none" => "No steering",
-        "zero-shot" => "Zero-shot steering",
-        "planning" => "Planning supervisor",
-        "verification" => "Verification supervisor",
-        "filtered-bc" => "Filtered BC steering",
-        "rl" => "RL steering (ours)",
-        _ => "?",
-    }
-}
-
-/// One evaluated episode.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct QaResult {
-    pub task: Task,
-    pub seed: u64,
-    pub hops: Option<usize>,
-    /// The test set the question comes from (`[files]`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub test_set: Option<String>,
-    pub f1: f64,
-    pub em: f64,
-    pub answered: bool,
-    /// Executor turns (rejected answers included), interventions applied.
-    pub turns: usize,
-    pub interventions: usize,
-    pub executor_tokens: usize,
-}
-
-/// One evaluation: a method with an executor at a τ.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Evaluation {
-    pub method: String,
-    /// `main` or `transfer`.
-    pub executor: String,
-    pub tau: Option<f64>,
-    pub results: Vec<QaResult>,
-    /// Slow-path runs of the supervisor over all episodes (planning, verification and every
-    /// triggered gate).
-    pub slow_path_runs: usize,
-}
-
-/// Everything a run measured (the report's input).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SteeringRun {
-    pub evaluations: Vec<Evaluation>,
-    /// The steering training curve.
-    pub curve: Vec<crate::steer_train::RoundPoint>,
-    pub bank_states: usize,
-    pub wall_seconds: f64,
-}
 
 fn forks(env: &QaEnv, n: usize) -> Vec<Box<dyn Env>> {
     (0..n.max(1))
@@ -804,13 +514,6 @@ fn evaluate(
         }
     }
     Ok((out, slow_runs))
-}
-
-/// `configs/steering/<name>.toml` under the workspace root `root`.
-pub fn profile_path(root: &Path, name: &str) -> PathBuf {
-    root.join("configs")
-        .join("steering")
-        .join(format!("{name}.toml"))
 }
 
 #[cfg(test)]

@@ -11,9 +11,8 @@ use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::pipeline::{
-    Evaluation, ExecutorSpec, METHODS, SteeringProfile, SteeringRun, method_label,
-};
+use crate::profile::{ExecutorSpec, METHODS, SteeringProfile, method_label};
+use crate::results::{Evaluation, SteeringRun};
 use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars};
 use hier_train::stages::BackboneSpec;
 use hier_train::stages::{StageRecord, write_json};

@@ -19,8 +19,8 @@ use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars};
 use crate::envs::EnvKind;
 use crate::error::{Error, Result};
 use crate::online_rl::CurvePoint;
-use crate::table1::report::{AblationRow, method_label};
-use crate::table1::{Cell, Profile};
+use crate::table1::profile::Profile;
+use crate::table1::results::{AblationRow, Cell, method_label};
 
 /// Draws every figure into `<out>/figures/`.
 pub fn draw_all(

@@ -11,7 +11,12 @@
 //! depend on it.
 
 pub mod figures;
+pub mod profile;
 pub mod report;
+pub mod results;
+
+pub use profile::{AblationSpec, DataSpec, EvalSpec, METHODS, Profile, VARIANTS};
+pub use results::{AblationCell, AblationRow, Cell, ablation_rows, method_label};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,10 +28,10 @@ use hier_data::batch::{executor_prompt, flat_prompt, planner_prompt};
 use hier_data::io::read_all;
 use hier_data::schema::{FlatTrajectory, Sys1Record, Sys2Transition};
 use hier_envs::{Env, Split, Task};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::adapt::rollout_adapt;
-use crate::agent::{RolloutConfig, rollout};
+use crate::agent::rollout;
 use crate::demos::{BuildOptions, build_dataset};
 use crate::flat::rollout_flat;
 use crate::grpo::{GrpoConfig, train_grpo};
@@ -38,10 +43,10 @@ use crate::roles::{
     executor_examples, executor_rl_examples, flat_examples, planner_examples, planner_rl_examples,
 };
 use crate::sys2::Heads;
-use hier_train::eval::{EpisodeResult, Summary, expert_lengths, spread, summarise};
+use hier_train::eval::{EpisodeResult, expert_lengths, spread, summarise};
 use hier_train::policy::BackbonePolicy;
 use hier_train::runlog::RunOptions;
-use hier_train::sft::{SftSpec, sft_config};
+use hier_train::sft::sft_config;
 
 use crate::envs::EnvKind;
 use crate::error::{Error, Result};
@@ -49,175 +54,6 @@ pub use hier_train::stages::{BackboneSpec, Report, RunConfig, StageRecord};
 use hier_train::stages::{
     Stages, backbone_stage, load, read_json, read_jsonl, run_pipeline, sft_stage, take, write_json,
 };
-
-/// Expert data per environment.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DataSpec {
-    /// Training tasks played by the expert, spread over the train split.
-    pub train_episodes: usize,
-    /// Tokens per example at most (over-long prompts lose their middle: `roles::fit_prompt`).
-    pub max_len: usize,
-}
-
-/// Evaluation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EvalSpec {
-    /// Tasks per split at most, spread over the split.
-    pub tasks_per_split: usize,
-    /// One full pass over the tasks per seed.
-    pub seeds: Vec<u64>,
-    /// Environments stepped together.
-    pub parallel: usize,
-    pub rollout: RolloutConfig,
-    /// Decoding: System 1 greedy; System 2 and the flat policy sampled.
-    pub planner_max_tokens: usize,
-    pub executor_max_tokens: usize,
-    pub temperature: f32,
-    pub top_p: f32,
-    pub top_k: usize,
-}
-
-/// A `reproduce table1` profile (`configs/table1/<name>.toml`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Profile {
-    pub name: String,
-    pub seed: u64,
-    pub envs: Vec<EnvKind>,
-    /// `multi2`, `flat-sft`, `glider`.
-    pub methods: Vec<String>,
-    pub backbone: BackboneSpec,
-    pub data: DataSpec,
-    pub sft: SftSpec,
-    pub offline: OfflineRlConfig,
-    pub online: OnlineRlConfig,
-    /// The GRPO baseline (flat, from the flat SFT adapter) and Glider's online phase (GRPO on
-    /// the planner's decisions of its shared adapter). `adapter`, `reference`, `max_len` and
-    /// `seed` are set by the pipeline.
-    pub grpo: GrpoConfig,
-    pub glider_online: GrpoConfig,
-    /// ReAct, Reflexion and ADaPT.
-    pub prompted: PromptedSpec,
-    pub eval: EvalSpec,
-    /// The ablation study (absent: none).
-    pub ablations: Option<AblationSpec>,
-}
-
-/// The ablations of METHODS.md A.2, on one environment, each variant trained once per seed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AblationSpec {
-    pub env: EnvKind,
-    /// Training seeds (the profile's seed reuses the main table's stages).
-    pub seeds: Vec<u64>,
-    /// Names from [`VARIANTS`].
-    pub variants: Vec<String>,
-    /// Evaluation: tasks per split (a spread subset of the main table's) and sampling seeds.
-    pub tasks_per_split: usize,
-    pub eval_seeds: Vec<u64>,
-}
-
-/// The ablation variants: Multi² itself, Multi² before its online phase, System 1 by RL with
-/// System 2 by SFT, both by SFT, both by RL, one flat model, one adapter for both roles, no
-/// policy-anchored term, no KL anchor, and the authors' released-code behaviour.
-pub const VARIANTS: [&str; 10] = [
-    "multi2",
-    "multi2-offline",
-    "paradigm-swap",
-    "only-sft",
-    "only-rl",
-    "flat",
-    "shared-adapter",
-    "vanilla-iql",
-    "vanilla-awac",
-    "released-code",
-];
-
-/// One ablation result: a variant trained with one seed, on one split.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AblationCell {
-    pub variant: String,
-    pub seed: u64,
-    pub env: EnvKind,
-    pub split: Split,
-    pub summary: Summary,
-}
-
-/// The methods this pipeline runs.
-pub const METHODS: [&str; 7] = [
-    "multi2",
-    "glider",
-    "grpo",
-    "react",
-    "reflexion",
-    "adapt",
-    "flat-sft",
-];
-
-impl Profile {
-    pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let profile_error = |msg: String| Error::Profile {
-            path: path.into(),
-            msg,
-        };
-        let p: Profile = toml::from_str(&text).map_err(|e| profile_error(e.to_string()))?;
-        p.check().map_err(|e| profile_error(e.to_string()))?;
-        Ok(p)
-    }
-
-    pub fn check(&self) -> Result<()> {
-        if let Some(m) = self.methods.iter().find(|m| !METHODS.contains(&m.as_str())) {
-            return Err(Error::Invalid(format!(
-                "unknown method `{m}`: expected one of {METHODS:?}"
-            )));
-        }
-        if self.envs.is_empty() || self.methods.is_empty() {
-            return Err(Error::Invalid("no environments or no methods".into()));
-        }
-        if self.eval.seeds.is_empty() || self.eval.parallel == 0 || self.eval.tasks_per_split == 0 {
-            return Err(Error::Invalid(
-                "eval needs seeds, parallel > 0 and tasks_per_split > 0".into(),
-            ));
-        }
-        if self.prompted.reflexion_seeds.is_empty() || self.prompted.reflexion_trials == 0 {
-            return Err(Error::Invalid(
-                "prompted: reflexion needs seeds and at least one trial".into(),
-            ));
-        }
-        if let Some(a) = &self.ablations {
-            if !self.envs.contains(&a.env) {
-                return Err(Error::Invalid(format!(
-                    "ablations.env = `{}` is not among envs {:?}",
-                    a.env,
-                    self.envs.iter().map(|e| e.name()).collect::<Vec<_>>()
-                )));
-            }
-            if let Some(v) = a.variants.iter().find(|v| !VARIANTS.contains(&v.as_str())) {
-                return Err(Error::Invalid(format!(
-                    "unknown ablation variant `{v}`: expected one of {VARIANTS:?}"
-                )));
-            }
-            if a.seeds.is_empty() || a.eval_seeds.is_empty() || a.tasks_per_split == 0 {
-                return Err(Error::Invalid(
-                    "ablations need seeds, eval_seeds and tasks_per_split > 0".into(),
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// One cell of the table.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Cell {
-    pub method: String,
-    pub env: EnvKind,
-    pub split: Split,
-    pub summary: Summary,
-}
 
 fn open_envs(kind: EnvKind, n: usize) -> Result<Vec<Box<dyn Env>>> {
     (0..n).map(|_| kind.open()).collect()

@@ -10,10 +10,12 @@ use serde::Serialize;
 use crate::envs::EnvKind;
 use crate::error::Result;
 use crate::online_rl::CurvePoint;
-use crate::table1::{AblationCell, Cell, Profile, RunConfig, StageRecord};
+use crate::table1::profile::Profile;
+use crate::table1::results::{AblationCell, AblationRow, Cell, ablation_rows, method_label};
 use hier_train::metrics::estimate;
 use hier_train::metrics::token_efficiency;
 use hier_train::stages::write_json;
+use hier_train::stages::{RunConfig, StageRecord};
 
 /// The paper's Table 1 (success %, Llama-3.1 8B Instruct; METHODS.md A.2): `(method, SciW ID,
 /// SciW OOD, ALFW ID, ALFW OOD, TextCraft)`. Shown beside ours, never mixed into our columns.
@@ -25,57 +27,6 @@ pub const PAPER_LLAMA_8B: [(&str, [f64; 5]); 6] = [
     ("Glider", [60.48, 34.36, 43.57, 37.86, 9.50]),
     ("Multi²", [67.61, 30.68, 57.86, 56.43, 35.60]),
 ];
-
-/// How a method is named in tables and figures.
-pub fn method_label(m: &str) -> &str {
-    match m {
-        "multi2" => "Multi²",
-        "flat-sft" => "Flat SFT",
-        "glider" => "Glider",
-        "grpo" => "GRPO",
-        "react" => "ReAct",
-        "reflexion" => "Reflexion",
-        "adapt" => "ADaPT",
-        other => other,
-    }
-}
-
-/// One variant's ablation results on one split: success % and mean final score per seed.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct AblationRow {
-    pub variant: String,
-    pub split: Split,
-    pub seeds: Vec<u64>,
-    pub success: Vec<f64>,
-    pub mean_score: Vec<f64>,
-}
-
-/// Groups ablation cells by (variant, split), in the profile's variant order.
-pub fn ablation_rows(profile: &Profile, cells: &[AblationCell]) -> Vec<AblationRow> {
-    let Some(ab) = &profile.ablations else {
-        return Vec::new();
-    };
-    let mut rows = Vec::new();
-    for v in &ab.variants {
-        for split in [Split::Id, Split::Ood] {
-            let xs: Vec<&AblationCell> = cells
-                .iter()
-                .filter(|c| &c.variant == v && c.split == split)
-                .collect();
-            if xs.is_empty() {
-                continue;
-            }
-            rows.push(AblationRow {
-                variant: v.clone(),
-                split,
-                seeds: xs.iter().map(|c| c.seed).collect(),
-                success: xs.iter().map(|c| c.summary.success.mean).collect(),
-                mean_score: xs.iter().map(|c| c.summary.mean_score).collect(),
-            });
-        }
-    }
-    rows
-}
 
 #[derive(Serialize)]
 struct Json<'a> {
@@ -233,11 +184,11 @@ pub fn write(
         stages.len(),
         stages.iter().filter(|s| s.ran_seconds.is_none()).count(),
         match &profile.backbone {
-            crate::table1::BackboneSpec::Pretrain { model, .. } => format!(
+            hier_train::stages::BackboneSpec::Pretrain { model, .. } => format!(
                 "a {}-layer, {}-wide Llama-style model pre-trained from scratch on the environments' expert text",
                 model.num_hidden_layers, model.hidden_size
             ),
-            crate::table1::BackboneSpec::Hf { path } => format!("the checkpoint at `{}`", path.display()),
+            hier_train::stages::BackboneSpec::Hf { path } => format!("the checkpoint at `{}`", path.display()),
         },
         stages.len(),
         stages.iter().filter(|s| s.cached).count()

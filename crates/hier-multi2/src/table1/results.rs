@@ -1,0 +1,79 @@
+//! What Table 1 holds: one cell per method and column, one ablation cell per variant, seed
+//! and split, and the ablations summarised per variant; how methods are named.
+
+use hier_envs::Split;
+use hier_train::eval::Summary;
+use serde::{Deserialize, Serialize};
+
+use crate::envs::EnvKind;
+use crate::table1::profile::Profile;
+
+/// One ablation result: a variant trained with one seed, on one split.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AblationCell {
+    pub variant: String,
+    pub seed: u64,
+    pub env: EnvKind,
+    pub split: Split,
+    pub summary: Summary,
+}
+
+/// One cell of the table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    pub method: String,
+    pub env: EnvKind,
+    pub split: Split,
+    pub summary: Summary,
+}
+
+/// How a method is named in tables and figures.
+pub fn method_label(m: &str) -> &str {
+    match m {
+        "multi2" => "Multi²",
+        "flat-sft" => "Flat SFT",
+        "glider" => "Glider",
+        "grpo" => "GRPO",
+        "react" => "ReAct",
+        "reflexion" => "Reflexion",
+        "adapt" => "ADaPT",
+        other => other,
+    }
+}
+
+/// One variant's ablation results on one split: success % and mean final score per seed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AblationRow {
+    pub variant: String,
+    pub split: Split,
+    pub seeds: Vec<u64>,
+    pub success: Vec<f64>,
+    pub mean_score: Vec<f64>,
+}
+
+/// Groups ablation cells by (variant, split), in the profile's variant order.
+pub fn ablation_rows(profile: &Profile, cells: &[AblationCell]) -> Vec<AblationRow> {
+    let Some(ab) = &profile.ablations else {
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    for v in &ab.variants {
+        for split in [Split::Id, Split::Ood] {
+            let xs: Vec<&AblationCell> = cells
+                .iter()
+                .filter(|c| &c.variant == v && c.split == split)
+                .collect();
+            if xs.is_empty() {
+                continue;
+            }
+            rows.push(AblationRow {
+                variant: v.clone(),
+                split,
+                seeds: xs.iter().map(|c| c.seed).collect(),
+                success: xs.iter().map(|c| c.summary.success.mean).collect(),
+                mean_score: xs.iter().map(|c| c.summary.mean_score).collect(),
+            });
+        }
+    }
+    rows
+}

@@ -1,0 +1,331 @@
+//! A `reproduce steering` profile (`configs/steering/<name>.toml`): the data (a synthetic
+//! world or files), the retrieval environment, the backbone, the executors, steering training
+//! and evaluation settings, and the methods compared. Unknown keys are errors naming the file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use hier_envs::qa::world::WorldConfig;
+use hier_train::sft::SftSpec;
+use hier_train::stages::BackboneSpec;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::search_agent::DriftConfig;
+use crate::steer_agent::SteerConfig;
+use crate::steer_train::{ExecutorSampling, SteerTrainConfig};
+
+/// Questions and passages from files. Relative paths are read from the working directory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QaFiles {
+    /// Corpus rows (`{"id", "contents": "\"Title\"\ntext"}`): the in-process index's
+    /// documents, and a pre-trained tiny backbone's text. Needed unless `retriever_url` is set
+    /// and every backbone is an HF checkpoint.
+    #[serde(default)]
+    pub corpus: Option<PathBuf>,
+    /// Keep the in-process BM25 index in this directory: built from `corpus` when it holds
+    /// none, opened when it does (wiki-18's 21 M passages take a while to index). Absent: the
+    /// index lives in memory.
+    #[serde(default)]
+    pub index: Option<PathBuf>,
+    /// An ASearcher-compatible retrieval server (`POST /retrieve`, `POST /access`) to use
+    /// instead of the in-process index.
+    #[serde(default)]
+    pub retriever_url: Option<String>,
+    /// Seconds per request to `retriever_url`.
+    #[serde(default = "default_timeout")]
+    pub timeout_s: f64,
+    /// Training questions: the state bank's and steering training's.
+    pub train: PathBuf,
+    /// Test sets by name (e.g. the seven benchmarks); evaluation spreads `eval.tasks`
+    /// questions over each, and the report gives F1 per set.
+    pub test: BTreeMap<String, PathBuf>,
+}
+
+fn default_timeout() -> f64 {
+    30.0
+}
+
+impl QaFiles {
+    pub fn check(&self) -> Result<()> {
+        if self.test.is_empty() {
+            return Err(Error::Invalid("files.test names no question set".into()));
+        }
+        if self.corpus.is_none() && self.retriever_url.is_none() {
+            return Err(Error::Invalid(
+                "files needs a `corpus` or a `retriever_url`".into(),
+            ));
+        }
+        if self.index.is_some() && self.retriever_url.is_some() {
+            return Err(Error::Invalid(
+                "files.index is the in-process index; it cannot go with retriever_url".into(),
+            ));
+        }
+        if !self.timeout_s.is_finite() || self.timeout_s <= 0.0 {
+            return Err(Error::Invalid(format!(
+                "files.timeout_s = {} must be positive",
+                self.timeout_s
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The retrieval environment's settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QaSpec {
+    /// Passages per search.
+    pub topk: usize,
+    /// Turn limits in training (demonstrations, the bank, continuations) and evaluation
+    /// (ASearcher: 32 / 64).
+    pub train_max_turns: usize,
+    pub eval_max_turns: usize,
+}
+
+/// A frozen executor: a backbone (the profile's, or its own: another size or family), and
+/// optionally a LoRA SFT adapter on search demonstrations with drift — the synthetic world
+/// only, since demonstrations follow its gold paths. Without `sft` the backbone plays as it is
+/// (an instruct checkpoint, as in the paper).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorSpec {
+    /// Its name in tables and stage names: `main` for the training executor; transfer
+    /// executors need their own (letters, digits, `-`, `_`, `.`).
+    #[serde(default = "main_executor")]
+    pub name: String,
+    /// Its own backbone; absent: the profile's `backbone`, shared with the steering agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backbone: Option<BackboneSpec>,
+    /// Training questions demonstrated (spread over the train split), with `sft` only.
+    #[serde(default)]
+    pub demos: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftConfig>,
+    /// LoRA SFT on the demonstrations; absent: no adapter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sft: Option<SftSpec>,
+    /// Prompt it as an instruct model: each prompt one user message in the chat template, a
+    /// turn ending at its call's closing tag (`</search>`, `</access>`, `</answer>`) rather
+    /// than at the end of a line.
+    #[serde(default)]
+    pub chat: bool,
+    pub seed: u64,
+}
+
+fn main_executor() -> String {
+    "main".into()
+}
+
+impl ExecutorSpec {
+    /// The adapter (and stage) name of its SFT.
+    pub fn adapter(&self) -> String {
+        self.tagged("executor")
+    }
+
+    /// `what` for the training executor, `what-<name>` for the others: its stage names.
+    pub(crate) fn tagged(&self, what: &str) -> String {
+        match self.name.as_str() {
+            "main" => what.to_owned(),
+            name => format!("{what}-{name}"),
+        }
+    }
+
+    fn check(&self, what: &str, synthetic: bool) -> Result<()> {
+        let ok_name = !self.name.is_empty()
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !ok_name {
+            return Err(Error::Invalid(format!(
+                "{what}.name = `{}`: use letters, digits, `-`, `_` and `.`",
+                self.name
+            )));
+        }
+        match (&self.sft, &self.drift) {
+            (Some(_), Some(_)) if !synthetic => Err(Error::Invalid(format!(
+                "{what}.sft trains on demonstrations along gold paths, which only the synthetic \
+                 [world] has; with [files], leave it out (the backbone plays as it is)"
+            ))),
+            (Some(_), Some(_)) if self.demos == 0 => Err(Error::Invalid(format!(
+                "{what}.demos must be positive with {what}.sft"
+            ))),
+            (Some(_), None) => Err(Error::Invalid(format!("{what}.sft needs {what}.drift"))),
+            (None, _) if self.demos > 0 || self.drift.is_some() => Err(Error::Invalid(format!(
+                "{what}.demos and {what}.drift only apply with {what}.sft"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Evaluation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SteerEvalSpec {
+    /// Test questions (spread over the test split).
+    pub tasks: usize,
+    /// One pass over the questions per seed (executor and steering sampling).
+    pub seeds: Vec<u64>,
+    /// Episodes played together.
+    pub parallel: usize,
+    /// The τ sweep of the trained agent (no retraining); `steer.tau` is the main table's τ.
+    pub taus: Vec<f64>,
+}
+
+/// A `reproduce steering` profile (`configs/steering/<name>.toml`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SteeringProfile {
+    pub name: String,
+    pub seed: u64,
+    /// The data: the synthetic world, or files (exactly one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<WorldConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<QaFiles>,
+    pub qa: QaSpec,
+    pub backbone: BackboneSpec,
+    /// Tokens per training sequence at most.
+    pub max_len: usize,
+    /// The executor the steering agent is trained with, and those it transfers to without
+    /// retraining (`[[transfer]]`).
+    pub executor: ExecutorSpec,
+    #[serde(default)]
+    pub transfer: Vec<ExecutorSpec>,
+    pub executor_sampling: ExecutorSampling,
+    /// The steering agent at deployment.
+    pub steer: SteerConfig,
+    /// The format-only ("zero-shot") adapter: SFT on random decisions in the protocol.
+    pub format_sft: SftSpec,
+    /// Training questions whose no-intervention rollouts fill the state bank.
+    pub bank_tasks: usize,
+    /// `adapter`, `reference`, `executor`, `steer`, `executor_sampling`, `max_len` and `seed`
+    /// are set by the pipeline.
+    pub train: SteerTrainConfig,
+    /// Filtered behaviour cloning (SFT on the training run's outputs that beat no
+    /// intervention).
+    pub bc: SftSpec,
+    pub eval: SteerEvalSpec,
+}
+
+impl SteeringProfile {
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let profile_error = |msg: String| Error::Profile {
+            path: path.into(),
+            msg,
+        };
+        let p: Self = toml::from_str(&text).map_err(|e| profile_error(e.to_string()))?;
+        p.check().map_err(|e| profile_error(e.to_string()))?;
+        Ok(p)
+    }
+
+    pub fn check(&self) -> Result<()> {
+        if self.eval.seeds.is_empty() || self.eval.tasks == 0 || self.eval.parallel == 0 {
+            return Err(Error::Invalid(
+                "eval needs seeds, tasks > 0 and parallel > 0".into(),
+            ));
+        }
+        let tau_ok = |t: f64| t > 0.0 && t < 1.0;
+        if !tau_ok(self.steer.tau) {
+            return Err(Error::Invalid(format!(
+                "steer.tau = {} is outside (0, 1)",
+                self.steer.tau
+            )));
+        }
+        if let Some(t) = self.eval.taus.iter().find(|t| !tau_ok(**t)) {
+            return Err(Error::Invalid(format!(
+                "eval.taus holds {t}, outside (0, 1)"
+            )));
+        }
+        if self.qa.train_max_turns == 0 || self.qa.eval_max_turns == 0 || self.qa.topk == 0 {
+            return Err(Error::Invalid(
+                "qa: topk and turn limits must be positive".into(),
+            ));
+        }
+        if self.bank_tasks == 0 {
+            return Err(Error::Invalid("bank_tasks must be positive".into()));
+        }
+        match (&self.world, &self.files) {
+            (Some(_), None) => {}
+            (None, Some(f)) => {
+                f.check()?;
+                if f.corpus.is_none() && self.pretrains() {
+                    return Err(Error::Invalid(
+                        "a pre-trained (`kind = \"pretrain\"`) backbone needs files.corpus for its text"
+                            .into(),
+                    ));
+                }
+            }
+            _ => {
+                return Err(Error::Invalid(
+                    "give exactly one of [world] and [files]".into(),
+                ));
+            }
+        }
+        let synthetic = self.world.is_some();
+        if self.executor.name != "main" {
+            return Err(Error::Invalid(format!(
+                "executor.name = `{}`: the training executor is `main`",
+                self.executor.name
+            )));
+        }
+        self.executor.check("executor", synthetic)?;
+        let mut names = std::collections::BTreeSet::from(["main"]);
+        for (i, t) in self.transfer.iter().enumerate() {
+            t.check(&format!("transfer[{i}]"), synthetic)?;
+            if !names.insert(&t.name) {
+                return Err(Error::Invalid(format!(
+                    "two executors are named `{}`",
+                    t.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any backbone of the run is pre-trained from scratch (on the corpus's text).
+    pub fn pretrains(&self) -> bool {
+        std::iter::once(&self.backbone)
+            .chain(self.executors().filter_map(|e| e.backbone.as_ref()))
+            .any(|b| matches!(b, BackboneSpec::Pretrain { .. }))
+    }
+
+    /// The training executor, then the transfer executors.
+    pub fn executors(&self) -> impl Iterator<Item = &ExecutorSpec> {
+        std::iter::once(&self.executor).chain(&self.transfer)
+    }
+}
+
+/// The comparison methods of METHODS.md B, in table order.
+pub const METHODS: [&str; 6] = [
+    "none",
+    "zero-shot",
+    "planning",
+    "verification",
+    "filtered-bc",
+    "rl",
+];
+
+/// What each method is, for tables and figures.
+pub fn method_label(m: &str) -> &'static str {
+    match m {
+        "none" => "No steering",
+        "zero-shot" => "Zero-shot steering",
+        "planning" => "Planning supervisor",
+        "verification" => "Verification supervisor",
+        "filtered-bc" => "Filtered BC steering",
+        "rl" => "RL steering (ours)",
+        _ => "?",
+    }
+}
+
+/// `configs/steering/<name>.toml` under the workspace root `root`.
+pub fn profile_path(root: &Path, name: &str) -> PathBuf {
+    root.join("configs")
+        .join("steering")
+        .join(format!("{name}.toml"))
+}
