@@ -83,7 +83,8 @@ pub enum Error {
         /// What went wrong in it.
         source: Box<Error>,
     },
-    /// The run stopped early on request (`stop_after`, `stop_after_stages`): not a failure.
+    /// A pipeline stopped early on request (`RunConfig::stop_after_stages`, to test resuming):
+    /// not a failure; the stage runner turns it into an incomplete report.
     #[error("stopped early on request")]
     Stopped,
 }
