@@ -131,7 +131,10 @@ fn reproduce_table1(
         }
     }
     if let Some(m) = methods {
-        p.methods = m;
+        p.methods = m
+            .iter()
+            .map(|name| hier_multi2::table1::Method::parse(name))
+            .collect::<std::result::Result<_, _>>()?;
     }
     if let Some(m) = model {
         p.backbone = BackboneSpec::Hf { path: m };

@@ -44,13 +44,16 @@ impl Segmenter {
 /// An environment of Table 1. Serialised (profiles, stage keys, tables) as its [`name`](Self::name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+// Variants in the alphabetical order of their names: the derived `Ord` then orders maps keyed
+// by `EnvKind` as they were ordered by name, which stage keys (hashes of the upstream stages'
+// names) depend on.
 pub enum EnvKind {
-    /// Minecraft-style crafting (`hier_envs::textcraft`).
-    Textcraft,
-    /// The ScienceWorld simulator (`hier_envs::scienceworld`).
-    Scienceworld,
     /// ALFWorld's household tasks (`hier_envs::alfworld`).
     Alfworld,
+    /// The ScienceWorld simulator (`hier_envs::scienceworld`).
+    Scienceworld,
+    /// Minecraft-style crafting (`hier_envs::textcraft`).
+    Textcraft,
 }
 
 /// What the pipeline and its outputs need to know of an environment.
@@ -192,13 +195,17 @@ mod tests {
 
     #[test]
     fn every_kind_has_one_row_whose_name_round_trips() {
-        for k in [EnvKind::Textcraft, EnvKind::Scienceworld, EnvKind::Alfworld] {
+        let mut names = Vec::new();
+        for k in [EnvKind::Alfworld, EnvKind::Scienceworld, EnvKind::Textcraft] {
+            names.push(k.name());
             assert_eq!(REGISTRY.iter().filter(|s| s.kind == k).count(), 1);
             assert_eq!(EnvKind::parse(k.name()).unwrap(), k);
             // serde and Display agree with the registry's name (profiles, stage keys).
             assert_eq!(serde_json::to_value(k).unwrap(), k.name());
             assert_eq!(k.to_string(), k.name());
         }
+        // The derived order is the names' order (stage keys rely on it).
+        assert!(names.is_sorted());
         let e = EnvKind::parse("webshop").unwrap_err().to_string();
         assert!(e.contains("webshop") && e.contains("alfworld"), "{e}");
     }

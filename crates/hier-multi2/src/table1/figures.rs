@@ -20,7 +20,7 @@ use crate::envs::EnvKind;
 use crate::error::{Error, Result};
 use crate::online_rl::CurvePoint;
 use crate::table1::profile::Profile;
-use crate::table1::results::{AblationRow, Cell, method_label};
+use crate::table1::results::{AblationRow, Cell};
 
 /// Draws every figure into `<out>/figures/`.
 pub fn draw_all(
@@ -85,7 +85,7 @@ fn success_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
                         })
                 })
                 .collect();
-            (m.clone(), v)
+            (m.label().to_string(), v)
         })
         .collect();
     grouped_bars(
@@ -122,7 +122,7 @@ fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
                     }
                 })
                 .collect();
-            (m.clone(), v)
+            (m.label().to_string(), v)
         })
         .collect();
     grouped_bars(
@@ -266,7 +266,7 @@ fn token_efficiency(
             )))?;
             // Labels of nearby bubbles are stacked at different heights.
             chart.draw_series(std::iter::once(Text::new(
-                format!("{} ({e})", method_label(m)),
+                format!("{} ({e})", m.label()),
                 (x * 1.05, y + (hi - lo) * (0.03 + 0.045 * (i % 5) as f64)),
                 ("sans-serif", 13).into_font().color(&color),
             )))?;

@@ -15,8 +15,8 @@ pub mod profile;
 pub mod report;
 pub mod results;
 
-pub use profile::{AblationSpec, DataSpec, EvalSpec, METHODS, Profile, VARIANTS};
-pub use results::{AblationCell, AblationRow, Cell, ablation_rows, method_label};
+pub use profile::{AblationSpec, DataSpec, EvalSpec, Method, Profile, VARIANTS};
+pub use results::{AblationCell, AblationRow, Cell, ablation_rows};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -207,20 +207,20 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
             base,
         };
         for method in profile.methods.iter().filter(|_| !ablating) {
-            let trained = ctx.method(method, profile.seed)?;
+            let trained = ctx.method(*method, profile.seed)?;
             if let Some(c) = &trained.curve {
                 curves.insert(env_name.to_string(), c.clone());
             }
             let results = ctx.evaluate(
                 &format!("eval-{method}"),
-                method,
+                method.name(),
                 &trained,
                 &eval_tasks,
                 &profile.eval,
             )?;
             for (split, tasks, _) in &eval_tasks {
                 cells.push(Cell {
-                    method: method.clone(),
+                    method: *method,
                     env: *env_name,
                     split: *split,
                     summary: summarise(&of_tasks(&results, tasks)),
@@ -569,14 +569,14 @@ impl Ctx<'_, '_> {
     }
 
     /// A Table-1 method.
-    fn method(&mut self, method: &str, seed: u64) -> Result<Trained> {
+    fn method(&mut self, method: Method, seed: u64) -> Result<Trained> {
         let prompted = |agent| Trained {
             agent,
             upstream: Vec::new(),
             curve: None,
         };
         Ok(match method {
-            "multi2" => {
+            Method::Multi2 => {
                 let sys1 = self.sft("sys1", seed)?;
                 let off = self.offline("sys2", seed)?;
                 let (on, curve) = self.online("sys2", seed, &sys1, &off)?;
@@ -585,7 +585,7 @@ impl Ctx<'_, '_> {
                     ..hier(&sys1, &on, vec![&sys1, &off, &on])
                 }
             }
-            "flat-sft" => {
+            Method::FlatSft => {
                 let f = self.sft("flat", seed)?;
                 Trained {
                     agent: Agent::Flat {
@@ -595,12 +595,12 @@ impl Ctx<'_, '_> {
                     curve: None,
                 }
             }
-            "glider" => {
+            Method::Glider => {
                 let off = self.offline("glider", seed)?;
                 let on = self.grpo("glider-online", seed, &off)?;
                 hier(&on, &on, vec![&off, &on])
             }
-            "grpo" => {
+            Method::Grpo => {
                 let f = self.sft("flat", seed)?;
                 let g = self.grpo("grpo", seed, &f)?;
                 Trained {
@@ -611,18 +611,17 @@ impl Ctx<'_, '_> {
                     curve: None,
                 }
             }
-            "react" => prompted(Agent::React),
-            "reflexion" => prompted(Agent::Reflexion),
-            "adapt" => prompted(Agent::Adapt),
-            other => return Err(Error::Invalid(format!("unknown method `{other}`"))),
+            Method::React => prompted(Agent::React),
+            Method::Reflexion => prompted(Agent::Reflexion),
+            Method::Adapt => prompted(Agent::Adapt),
         })
     }
 
     /// An ablation variant (METHODS.md A.2), trained with `seed`.
     fn variant(&mut self, variant: &str, seed: u64) -> Result<Trained> {
         Ok(match variant {
-            "multi2" => self.method("multi2", seed)?,
-            "flat" => self.method("flat-sft", seed)?,
+            "multi2" => self.method(Method::Multi2, seed)?,
+            "flat" => self.method(Method::FlatSft, seed)?,
             "multi2-offline" => {
                 let (s1, off) = (self.sft("sys1", seed)?, self.offline("sys2", seed)?);
                 hier(&s1, &off, vec![&s1, &off])
@@ -921,7 +920,10 @@ mod tests {
         )
         .unwrap();
         let err = Profile::from_file(&bad).unwrap_err().to_string();
-        assert!(err.contains("unknown method `ppo`"), "{err}");
+        assert!(
+            err.contains("bad.toml") && err.contains("`ppo`") && err.contains("flat-sft"),
+            "{err}"
+        );
         std::fs::write(&bad, text.replace("\"only-sft\",", "\"only-sfts\",")).unwrap();
         let err = Profile::from_file(&bad).unwrap_err().to_string();
         assert!(

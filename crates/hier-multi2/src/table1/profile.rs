@@ -52,8 +52,8 @@ pub struct Profile {
     pub name: String,
     pub seed: u64,
     pub envs: Vec<EnvKind>,
-    /// `multi2`, `flat-sft`, `glider`.
-    pub methods: Vec<String>,
+    /// Which of Table 1's methods run.
+    pub methods: Vec<Method>,
     pub backbone: BackboneSpec,
     pub data: DataSpec,
     pub sft: SftSpec,
@@ -101,16 +101,83 @@ pub const VARIANTS: [&str; 10] = [
     "released-code",
 ];
 
-/// The methods this pipeline runs.
-pub const METHODS: [&str; 7] = [
-    "multi2",
-    "glider",
-    "grpo",
-    "react",
-    "reflexion",
-    "adapt",
-    "flat-sft",
-];
+/// A method of Table 1. Serialised (profiles, stage keys, tables) as its [`name`](Self::name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// System-1 SFT, System-2 offline then online RL.
+    Multi2,
+    /// One shared adapter: SFT on both levels, offline RL, online GRPO of its high level.
+    Glider,
+    /// Outcome-reward GRPO from flat SFT.
+    Grpo,
+    /// ReAct, prompted.
+    React,
+    /// Reflexion, prompted (pass@trials, with pass@1 beside it).
+    Reflexion,
+    /// ADaPT, prompted.
+    Adapt,
+    /// Flat SFT on expert trajectories.
+    FlatSft,
+}
+
+impl Method {
+    /// Every method, in the paper's table order.
+    pub const ALL: [Method; 7] = [
+        Method::Multi2,
+        Method::Glider,
+        Method::Grpo,
+        Method::React,
+        Method::Reflexion,
+        Method::Adapt,
+        Method::FlatSft,
+    ];
+
+    /// Its name in profiles, stage names and tables (`flat-sft`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Multi2 => "multi2",
+            Method::Glider => "glider",
+            Method::Grpo => "grpo",
+            Method::React => "react",
+            Method::Reflexion => "reflexion",
+            Method::Adapt => "adapt",
+            Method::FlatSft => "flat-sft",
+        }
+    }
+
+    /// How tables and figures name it (`Flat SFT`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Method::Multi2 => "Multi²",
+            Method::Glider => "Glider",
+            Method::Grpo => "GRPO",
+            Method::React => "ReAct",
+            Method::Reflexion => "Reflexion",
+            Method::Adapt => "ADaPT",
+            Method::FlatSft => "Flat SFT",
+        }
+    }
+
+    /// The method named `name`, or an error listing them.
+    pub fn parse(name: &str) -> Result<Self> {
+        Method::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "unknown method `{name}`: expected one of {:?}",
+                    Method::ALL.map(Method::name)
+                ))
+            })
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 impl Profile {
     pub fn from_file(path: &Path) -> Result<Self> {
@@ -125,11 +192,6 @@ impl Profile {
     }
 
     pub fn check(&self) -> Result<()> {
-        if let Some(m) = self.methods.iter().find(|m| !METHODS.contains(&m.as_str())) {
-            return Err(Error::Invalid(format!(
-                "unknown method `{m}`: expected one of {METHODS:?}"
-            )));
-        }
         if self.envs.is_empty() || self.methods.is_empty() {
             return Err(Error::Invalid("no environments or no methods".into()));
         }

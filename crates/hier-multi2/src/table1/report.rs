@@ -10,8 +10,8 @@ use serde::Serialize;
 use crate::envs::EnvKind;
 use crate::error::Result;
 use crate::online_rl::CurvePoint;
-use crate::table1::profile::Profile;
-use crate::table1::results::{AblationCell, AblationRow, Cell, ablation_rows, method_label};
+use crate::table1::profile::{Method, Profile};
+use crate::table1::results::{AblationCell, AblationRow, Cell, ablation_rows};
 use hier_train::metrics::estimate;
 use hier_train::metrics::token_efficiency;
 use hier_train::stages::write_json;
@@ -64,7 +64,7 @@ pub fn write(
     stages: &[StageRecord],
     wall_seconds: f64,
 ) -> Result<()> {
-    let find = |m: &str, env: EnvKind, split: Split| {
+    let find = |m: Method, env: EnvKind, split: Split| {
         cells
             .iter()
             .find(|c| c.method == m && c.env == env && c.split == split)
@@ -72,7 +72,7 @@ pub fn write(
     // Token efficiency (success per token) relative to ReAct on the same column.
     let mut eff = BTreeMap::new();
     for c in cells {
-        if let Some(r) = find("react", c.env, c.split) {
+        if let Some(r) = find(Method::React, c.env, c.split) {
             let e = token_efficiency(
                 c.summary.success.mean,
                 c.summary.mean_tokens,
@@ -104,12 +104,12 @@ pub fn write(
     }
     md.push_str(&format!("\n|---|{}\n", "---|".repeat(columns.len())));
     for m in &profile.methods {
-        md.push_str(&format!("| {} |", method_label(m)));
+        md.push_str(&format!("| {} |", m.label()));
         for &(env, split, _) in &columns {
             let cell = if !profile.envs.contains(&env) {
                 "not run".to_owned()
             } else {
-                match find(m, env, split) {
+                match find(*m, env, split) {
                     Some(c) => match c.summary.success.half_width {
                         Some(h) => format!("{:.1} ± {:.1}", c.summary.success.mean, h),
                         None => format!("{:.1}", c.summary.success.mean),
@@ -136,7 +136,7 @@ pub fn write(
             .collect();
         md.push_str(&format!(
             "| {} | {label} | {} | {:.3} | {:.0} | {:.1} | {} | {} | {} |\n",
-            method_label(&c.method),
+            c.method.label(),
             c.summary.episodes,
             c.summary.mean_score,
             c.summary.mean_tokens,

@@ -6,7 +6,7 @@ use hier_train::eval::Summary;
 use serde::{Deserialize, Serialize};
 
 use crate::envs::EnvKind;
-use crate::table1::profile::Profile;
+use crate::table1::profile::{Method, Profile};
 
 /// One ablation result: a variant trained with one seed, on one split.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -21,24 +21,10 @@ pub struct AblationCell {
 /// One cell of the table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
-    pub method: String,
+    pub method: Method,
     pub env: EnvKind,
     pub split: Split,
     pub summary: Summary,
-}
-
-/// How a method is named in tables and figures.
-pub fn method_label(m: &str) -> &str {
-    match m {
-        "multi2" => "Multi²",
-        "flat-sft" => "Flat SFT",
-        "glider" => "Glider",
-        "grpo" => "GRPO",
-        "react" => "ReAct",
-        "reflexion" => "Reflexion",
-        "adapt" => "ADaPT",
-        other => other,
-    }
 }
 
 /// One variant's ablation results on one split: success % and mean final score per seed.
