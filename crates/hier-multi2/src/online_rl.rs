@@ -70,8 +70,8 @@ pub struct OnlineRlConfig {
     pub w_max: f32,
     pub normalise: bool,
     pub eta: f32,
-    /// `exact` (default), `k1` or `k3`.
-    pub kl: String,
+    /// The KL estimator: `exact` (the paper), `k1` or `k3`.
+    pub kl: KlKind,
     pub sum_logprobs: bool,
     pub replay: ReplayConfig,
     pub rollout: RolloutConfig,
@@ -87,17 +87,6 @@ pub struct OnlineRlConfig {
 }
 
 impl OnlineRlConfig {
-    fn kl_kind(&self) -> Result<KlKind> {
-        match self.kl.as_str() {
-            "exact" => Ok(KlKind::Exact),
-            "k1" => Ok(KlKind::K1),
-            "k3" => Ok(KlKind::K3),
-            other => Err(Error::Invalid(format!(
-                "online rl: kl = `{other}`: expected exact, k1 or k3"
-            ))),
-        }
-    }
-
     fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::Invalid(format!("online rl: {m}")));
         if self.iterations == 0 || self.episodes == 0 || self.batch_size == 0 {
@@ -106,8 +95,7 @@ impl OnlineRlConfig {
         if self.adapter == self.anchor || self.adapter == self.planner {
             return bad("the online adapter must differ from the anchor and the planner");
         }
-        self.replay.check()?;
-        self.kl_kind().map(|_| ())
+        Ok(self.replay.check()?)
     }
 
     /// Decoding of System 2 during rollouts, with the iteration's seed.
@@ -240,7 +228,7 @@ pub fn train_online(
         &format!("online rl {}", cfg.adapter),
     );
     bar.set_position(start as u64);
-    let kl_kind = cfg.kl_kind()?;
+    let kl_kind = cfg.kl;
     let actor_cfg = OnlineActorConfig {
         alpha: cfg.alpha,
         w_max: cfg.w_max,

@@ -2,8 +2,14 @@
 
 use crate::actor::{OfflineActorConfig, OnlineActorConfig};
 
-/// Which KL estimator the online actor uses.
+/// Which KL estimator the online actor uses (`exact`, `k1`, `k3` in configs, with the
+/// `serde` feature).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum KlKind {
     /// Exact over the vocabulary from both logits (default).
     Exact,

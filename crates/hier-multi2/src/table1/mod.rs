@@ -479,7 +479,7 @@ impl Ctx<'_, '_> {
         match what {
             "awac" => on.eta = 0.0,
             "released" => {
-                on.kl = "k1".into();
+                on.kl = hier_rl_losses::KlKind::K1;
                 on.critic.tau = 0.5;
             }
             _ => {}
