@@ -107,10 +107,20 @@ pub fn generate(a: &GenerateArgs) -> Result<()> {
     }
     let device = hier_backbone::parse_device(&a.device)?;
     let t = std::time::Instant::now();
-    let tok =
-        Tokenizer::load(&a.model).with_context(|| format!("loading {}", a.model.display()))?;
-    let mut lm = CausalLm::load(&a.model, &device)
-        .with_context(|| format!("loading {}", a.model.display()))?;
+    let loading = || format!("loading {}", a.model.display());
+    // A GGUF file holds both the model and its tokenizer: read it once.
+    let (tok, mut lm) = if is_gguf(&a.model) {
+        let file = GgufFile::open(&a.model).with_context(loading)?;
+        (
+            file.tokenizer().with_context(loading)?,
+            CausalLm::from_gguf(&file, &device).with_context(loading)?,
+        )
+    } else {
+        (
+            Tokenizer::load(&a.model).with_context(loading)?,
+            CausalLm::load(&a.model, &device).with_context(loading)?,
+        )
+    };
     let adapter = match &a.adapter {
         Some(dir) => Some(
             lm.load_adapter("adapter", dir)

@@ -191,6 +191,21 @@ impl ChatTemplate {
         })
     }
 
+    /// A template from its Jinja source, with the special tokens (`bos_token`, `eos_token`,
+    /// `unk_token`, `pad_token`) that a `tokenizer_config.json` object `cfg` names — as a
+    /// string or as an added-token object with `content`.
+    pub(crate) fn with_config_tokens(source: impl Into<String>, cfg: &Value) -> Result<Self> {
+        let special = ["bos_token", "eos_token", "unk_token", "pad_token"]
+            .iter()
+            .filter_map(|k| {
+                cfg.get(*k)
+                    .and_then(token_string)
+                    .map(|v| (k.to_string(), v))
+            })
+            .collect();
+        Self::new(source, special)
+    }
+
     fn environment(source: String) -> Result<Environment<'static>> {
         let mut env = Environment::new();
         // transformers: ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).
@@ -325,15 +340,7 @@ impl Tokenizer {
                 ));
             }
         };
-        let special: Vec<(String, String)> = ["bos_token", "eos_token", "unk_token", "pad_token"]
-            .iter()
-            .filter_map(|k| {
-                cfg.get(*k)
-                    .and_then(token_string)
-                    .map(|v| (k.to_string(), v))
-            })
-            .collect();
-        ChatTemplate::new(source, special).map(Some)
+        ChatTemplate::with_config_tokens(source, &cfg).map(Some)
     }
 
     /// Wraps an in-memory tokenizer.

@@ -445,16 +445,21 @@ impl CausalLm {
     /// (dequantised to f32).
     pub fn load(path: &Path, device: &Device) -> Result<Self> {
         if crate::gguf::is_gguf(path) {
-            let file = crate::gguf::GgufFile::open(path)?;
-            let config = file.model_config()?;
-            return Self::from_source(
-                config.clone(),
-                crate::gguf::GgufSource::new(&file, config),
-                device,
-            );
+            return Self::from_gguf(&crate::gguf::GgufFile::open(path)?, device);
         }
         let config = ModelConfig::from_file(path)?;
         Self::from_source(config, CheckpointSource::open(path)?, device)
+    }
+
+    /// The model of a GGUF file already read (its tokenizer comes from the same file:
+    /// [`crate::gguf::GgufFile::tokenizer`]).
+    pub fn from_gguf(file: &crate::gguf::GgufFile, device: &Device) -> Result<Self> {
+        let config = file.model_config()?;
+        Self::from_source(
+            config.clone(),
+            crate::gguf::GgufSource::new(file, config),
+            device,
+        )
     }
 
     /// A randomly initialised model (transformers' scheme, σ = 0.02), fixed by `seed`.

@@ -10,36 +10,11 @@ use hier_backbone::gguf::{GgufFile, write_hf_dir};
 use hier_backbone::{Batch, CausalLm, Forward, Message, Tokenizer};
 use serde_json::Value;
 
+mod common;
+use common::{read_f32, rel_l2, u32s};
+
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gguf")
-}
-
-fn read_f32(path: &Path) -> Vec<f32> {
-    std::fs::read(path)
-        .unwrap()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn u32s(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
-/// ‖ours − theirs‖₂ / ‖theirs‖₂.
-fn rel_l2(ours: &[f32], theirs: &[f32]) -> f64 {
-    assert_eq!(ours.len(), theirs.len());
-    let num: f64 = ours
-        .iter()
-        .zip(theirs)
-        .map(|(a, b)| ((a - b) as f64).powi(2))
-        .sum();
-    let den: f64 = theirs.iter().map(|b| (*b as f64).powi(2)).sum();
-    (num / den).sqrt()
 }
 
 const QUANT_TYPES: [&str; 11] = [

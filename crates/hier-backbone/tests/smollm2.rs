@@ -9,6 +9,9 @@ use hier_backbone::burn::tensor::Device;
 use hier_backbone::{Batch, CausalLm, Forward, Message, Tokenizer};
 use serde_json::Value;
 
+mod common;
+use common::{read_f32, rel_l2, u32s};
+
 fn model() -> PathBuf {
     hier_envs::assets::Assets::locate()
         .and_then(|a| a.smollm2_gguf())
@@ -18,14 +21,6 @@ fn model() -> PathBuf {
 fn reference() -> Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smollm2/reference.json");
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
-fn u32s(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 #[test]
@@ -70,18 +65,6 @@ fn smollm2_logits_match_transformers() {
         .collect();
     assert_eq!(argmax, u32s(&r["argmax"]), "argmax at every position");
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smollm2/last_logits.f32");
-    let theirs: Vec<f32> = std::fs::read(p)
-        .unwrap()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    let last = &ours[(t - 1) * v..];
-    let num: f64 = last
-        .iter()
-        .zip(&theirs)
-        .map(|(a, b)| ((a - b) as f64).powi(2))
-        .sum();
-    let den: f64 = theirs.iter().map(|b| (*b as f64).powi(2)).sum();
-    let err = (num / den).sqrt();
+    let err = rel_l2(&ours[(t - 1) * v..], &read_f32(&p));
     assert!(err < 1e-4, "relative L2 error of the last logits {err}");
 }

@@ -312,35 +312,61 @@ impl GgufFile {
     }
 }
 
-/// The GGUF name of an HF tensor name, for the tensors the decoder has.
-fn gguf_name(hf: &str) -> Option<String> {
-    let fixed = match hf {
-        "model.embed_tokens.weight" => Some("token_embd.weight"),
-        "model.norm.weight" => Some("output_norm.weight"),
-        "lm_head.weight" => Some("output.weight"),
-        _ => None,
+/// Whole-model tensors: `(llama.cpp stem, HF stem)`; each is followed by `.weight`.
+const MODEL_TENSORS: [(&str, &str); 3] = [
+    ("token_embd", "model.embed_tokens"),
+    ("output_norm", "model.norm"),
+    ("output", "lm_head"),
+];
+
+/// Per-layer modules: `(blk.N.<llama.cpp>, model.layers.N.<HF>)`.
+const LAYER_MODULES: [(&str, &str); 11] = [
+    ("attn_norm", "input_layernorm"),
+    ("ffn_norm", "post_attention_layernorm"),
+    ("attn_q_norm", "self_attn.q_norm"),
+    ("attn_k_norm", "self_attn.k_norm"),
+    ("attn_q", "self_attn.q_proj"),
+    ("attn_k", "self_attn.k_proj"),
+    ("attn_v", "self_attn.v_proj"),
+    ("attn_output", "self_attn.o_proj"),
+    ("ffn_gate", "mlp.gate_proj"),
+    ("ffn_up", "mlp.up_proj"),
+    ("ffn_down", "mlp.down_proj"),
+];
+
+/// Renames a tensor between llama.cpp's and HF's names (`to_hf` picks the direction), by the
+/// two tables above; `None` for a tensor the decoder does not have.
+fn rename(name: &str, to_hf: bool) -> Option<String> {
+    let pick = |&(g, h): &(&'static str, &'static str)| if to_hf { (g, h) } else { (h, g) };
+    let (layers_from, layers_to) = if to_hf {
+        ("blk.", "model.layers.")
+    } else {
+        ("model.layers.", "blk.")
     };
-    if let Some(f) = fixed {
-        return Some(f.into());
+    let (stem, kind) = name.rsplit_once('.')?;
+    if let Some((_, to)) = MODEL_TENSORS
+        .iter()
+        .map(pick)
+        .find(|(from, _)| *from == stem)
+    {
+        return Some(format!("{to}.{kind}"));
     }
-    let rest = hf.strip_prefix("model.layers.")?;
-    let (layer, rest) = rest.split_once('.')?;
-    let (module, kind) = rest.rsplit_once('.')?;
-    let g = match module {
-        "input_layernorm" => "attn_norm",
-        "post_attention_layernorm" => "ffn_norm",
-        "self_attn.q_norm" => "attn_q_norm",
-        "self_attn.k_norm" => "attn_k_norm",
-        "self_attn.q_proj" => "attn_q",
-        "self_attn.k_proj" => "attn_k",
-        "self_attn.v_proj" => "attn_v",
-        "self_attn.o_proj" => "attn_output",
-        "mlp.gate_proj" => "ffn_gate",
-        "mlp.up_proj" => "ffn_up",
-        "mlp.down_proj" => "ffn_down",
-        _ => return None,
-    };
-    Some(format!("blk.{layer}.{g}.{kind}"))
+    let (layer, module) = stem.strip_prefix(layers_from)?.split_once('.')?;
+    let (_, to) = LAYER_MODULES
+        .iter()
+        .map(pick)
+        .find(|(from, _)| *from == module)?;
+    Some(format!("{layers_to}{layer}.{to}.{kind}"))
+}
+
+/// The GGUF name of an HF tensor name.
+fn gguf_name(hf: &str) -> Option<String> {
+    rename(hf, false)
+}
+
+/// The HF name of a GGUF tensor name.
+fn hf_name(g: &str) -> Option<String> {
+    rename(g, true)
 }
 
 /// Undoes llama.cpp's q/k row permutation: within each head of `head_dim` rows, llama.cpp
@@ -397,37 +423,6 @@ impl<'a> GgufSource<'a> {
         self.finish()?;
         Ok(out)
     }
-}
-
-/// The HF name of a GGUF tensor name (inverse of [`gguf_name`]).
-fn hf_name(g: &str) -> Option<String> {
-    let fixed = match g {
-        "token_embd.weight" => Some("model.embed_tokens.weight"),
-        "output_norm.weight" => Some("model.norm.weight"),
-        "output.weight" => Some("lm_head.weight"),
-        _ => None,
-    };
-    if let Some(f) = fixed {
-        return Some(f.into());
-    }
-    let rest = g.strip_prefix("blk.")?;
-    let (layer, rest) = rest.split_once('.')?;
-    let (module, kind) = rest.rsplit_once('.')?;
-    let h = match module {
-        "attn_norm" => "input_layernorm",
-        "ffn_norm" => "post_attention_layernorm",
-        "attn_q_norm" => "self_attn.q_norm",
-        "attn_k_norm" => "self_attn.k_norm",
-        "attn_q" => "self_attn.q_proj",
-        "attn_k" => "self_attn.k_proj",
-        "attn_v" => "self_attn.v_proj",
-        "attn_output" => "self_attn.o_proj",
-        "ffn_gate" => "mlp.gate_proj",
-        "ffn_up" => "mlp.up_proj",
-        "ffn_down" => "mlp.down_proj",
-        _ => return None,
-    };
-    Some(format!("model.layers.{layer}.{h}.{kind}"))
 }
 
 impl TensorSource for GgufSource<'_> {

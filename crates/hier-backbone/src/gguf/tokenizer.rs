@@ -255,15 +255,7 @@ impl GgufFile {
         let mut tok = Tokenizer::from_inner(inner).with_path(self.path.clone());
         let cfg = &docs.tokenizer_config;
         if let Some(src) = cfg.get("chat_template").and_then(Value::as_str) {
-            let special = ["bos_token", "eos_token", "unk_token", "pad_token"]
-                .iter()
-                .filter_map(|k| {
-                    cfg.get(*k)
-                        .and_then(Value::as_str)
-                        .map(|v| (k.to_string(), v.to_string()))
-                })
-                .collect();
-            tok.chat_template = Some(ChatTemplate::new(src, special)?);
+            tok.chat_template = Some(ChatTemplate::with_config_tokens(src, cfg)?);
         }
         Ok(tok)
     }

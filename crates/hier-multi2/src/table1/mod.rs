@@ -10,6 +10,8 @@
 //! checkpoint (the trainers are resumable). Changing a setting re-runs exactly the stages that
 //! depend on it.
 
+mod data;
+mod evaluate;
 pub mod figures;
 pub mod profile;
 pub mod report;
@@ -22,42 +24,29 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use hier_backbone::burn::module::Module;
-use hier_backbone::{CausalLm, SamplingConfig, Tokenizer};
-use hier_data::batch::{executor_prompt, flat_prompt, planner_prompt};
-use hier_data::io::read_all;
-use hier_data::schema::{FlatTrajectory, Sys1Record, Sys2Transition};
+use hier_backbone::{CausalLm, Tokenizer};
 use hier_envs::{Env, Split, Task};
-use serde::Serialize;
 
-use crate::adapt::rollout_adapt;
-use crate::agent::rollout;
 use crate::demos::{BuildOptions, build_dataset};
-use crate::flat::rollout_flat;
 use crate::grpo::{GrpoConfig, train_grpo};
 use crate::offline_rl::{OfflineRlConfig, train_offline_from};
 use crate::online_rl::{CurvePoint, OnlineRlConfig, train_online};
-use crate::react::{PromptedSpec, Prompter, rollout_react};
-use crate::reflexion::run_reflexion;
 use crate::roles::{
     executor_examples, executor_rl_examples, flat_examples, planner_examples, planner_rl_examples,
 };
 use crate::sys2::Heads;
 use hier_train::eval::{EpisodeResult, expert_lengths, spread, summarise};
-use hier_train::policy::BackbonePolicy;
 use hier_train::runlog::RunOptions;
 use hier_train::sft::sft_config;
 
 use crate::envs::EnvKind;
 use crate::error::{Error, Result};
+use data::{EnvData, corpus_text, read_data};
+use evaluate::{Agent, SplitTasks, evaluate, of_tasks, open_envs};
 pub use hier_train::stages::{BackboneSpec, Report, RunConfig, StageRecord};
 use hier_train::stages::{
     Stages, backbone_stage, load, read_json, read_jsonl, run_pipeline, sft_stage, take, write_json,
 };
-
-fn open_envs(kind: EnvKind, n: usize) -> Result<Vec<Box<dyn Env>>> {
-    (0..n).map(|_| kind.open()).collect()
-}
 
 /// The splits an environment evaluates on (TextCraft has no OOD split).
 fn eval_splits(env: &dyn Env) -> Result<Vec<(Split, Vec<Task>)>> {
@@ -69,57 +58,6 @@ fn eval_splits(env: &dyn Env) -> Result<Vec<(Split, Vec<Task>)>> {
         }
     }
     Ok(out)
-}
-
-/// One split's evaluation tasks and their experts' path lengths.
-type SplitTasks = (Split, Vec<Task>, Vec<Option<usize>>);
-
-struct EnvData {
-    sys1: Vec<Sys1Record>,
-    sys2: Vec<Sys2Transition>,
-    flat: Vec<FlatTrajectory>,
-}
-
-fn read_data(dir: &Path) -> Result<EnvData> {
-    Ok(EnvData {
-        sys1: read_all(dir.join("sys1.pcd"))?,
-        sys2: read_all(dir.join("sys2.pcd"))?,
-        flat: read_all(dir.join("flat.pcd"))?,
-    })
-}
-
-/// The pre-training corpus: every prompt with its target, one document each.
-fn corpus_text(data: &[EnvData]) -> String {
-    let mut out = String::new();
-    let mut doc = |s: String| {
-        out.push_str(s.trim_end());
-        out.push_str("\n\n");
-    };
-    for d in data {
-        for r in &d.sys1 {
-            doc(format!(
-                "{}{}",
-                planner_prompt(&r.task, &r.group_action, &r.observation),
-                r.subgoal
-            ));
-        }
-        for t in &d.sys2 {
-            doc(format!(
-                "{}{}",
-                executor_prompt(&t.subgoal, &t.observation),
-                t.target()
-            ));
-        }
-        for f in &d.flat {
-            for (k, a) in f.actions.iter().enumerate() {
-                doc(format!(
-                    "{}{a}",
-                    flat_prompt(&f.task, &f.actions[..k], &f.observations[k])
-                ));
-            }
-        }
-    }
-    out
 }
 
 /// Runs the pipeline of `profile` and writes `<out>/table1.{md,json,csv}`.
@@ -282,32 +220,6 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
         st.records(),
         started.elapsed().as_secs_f64(),
     )
-}
-
-fn of_tasks(results: &[EpisodeResult], tasks: &[Task]) -> Vec<EpisodeResult> {
-    results
-        .iter()
-        .filter(|r| tasks.contains(&r.task))
-        .cloned()
-        .collect()
-}
-
-/// How a trained (or prompted) method acts.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-enum Agent {
-    /// Two LoRA roles (the same name twice for one shared adapter).
-    Hierarchy {
-        planner: String,
-        executor: String,
-    },
-    Flat {
-        policy: String,
-    },
-    /// The base model prompted: ReAct, Reflexion over ReAct, ADaPT.
-    React,
-    Reflexion,
-    Adapt,
 }
 
 /// A method ready to evaluate: its agent, the stages it came from, and its online curve.
@@ -717,143 +629,6 @@ impl Ctx<'_, '_> {
             })?;
         Ok(read_jsonl(&dir.join("episodes.jsonl"))?)
     }
-}
-
-/// Plays every evaluation task once per seed.
-#[allow(clippy::too_many_arguments)]
-fn evaluate(
-    lm: &CausalLm,
-    tok: &Tokenizer,
-    env_name: EnvKind,
-    d: &EnvData,
-    agent: &Agent,
-    eval_tasks: &[SplitTasks],
-    spec: &EvalSpec,
-    prompted: &PromptedSpec,
-    max_len: usize,
-    progress: bool,
-) -> Result<(Vec<EpisodeResult>, Vec<hier_train::policy::Trace>)> {
-    let inference = lm.valid();
-    let id = |name: &str| inference.adapter_id(name);
-    let all: Vec<(Task, Option<usize>)> = eval_tasks
-        .iter()
-        .flat_map(|(_, t, l)| t.iter().cloned().zip(l.iter().copied()))
-        .collect();
-    let mut envs = open_envs(env_name, spec.parallel.min(all.len()))?;
-    let seeds = match agent {
-        Agent::Reflexion => &prompted.reflexion_seeds,
-        _ => &spec.seeds,
-    };
-    let what = match agent {
-        Agent::Hierarchy { executor, .. } => executor.clone(),
-        Agent::Flat { policy } => policy.clone(),
-        other => format!("{other:?}").to_lowercase(),
-    };
-    let bar = hier_train::runlog::progress_bar(
-        progress,
-        all.len() * seeds.len(),
-        &format!("eval {what}"),
-    );
-    let prompter = Prompter {
-        tokenizer: tok,
-        demos: crate::react::demos(&d.flat, &d.sys2, prompted.demos),
-        spec: prompted,
-    };
-    let (mut out, mut played) = (Vec::new(), Vec::new());
-    for &seed in seeds {
-        let sampling = |max_new_tokens| SamplingConfig {
-            max_new_tokens,
-            temperature: spec.temperature,
-            top_k: Some(spec.top_k),
-            top_p: Some(spec.top_p),
-            seed,
-            use_cache: true,
-        };
-        let role = |adapter, sampling, max_prompt| {
-            let mut p = BackbonePolicy::new(&inference, tok, adapter, sampling);
-            p.max_prompt = Some(max_prompt);
-            p
-        };
-        let fit = |budget: usize| max_len.saturating_sub(budget).max(1);
-        let (mut exec, mut plan) = match agent {
-            Agent::Hierarchy { planner, executor } => (
-                role(
-                    Some(id(executor)?),
-                    sampling(spec.executor_max_tokens),
-                    fit(spec.executor_max_tokens),
-                ),
-                Some(role(
-                    Some(id(planner)?),
-                    SamplingConfig::greedy(spec.planner_max_tokens),
-                    fit(spec.planner_max_tokens),
-                )),
-            ),
-            Agent::Flat { policy } => (
-                role(
-                    Some(id(policy)?),
-                    sampling(spec.executor_max_tokens),
-                    fit(spec.executor_max_tokens),
-                ),
-                None,
-            ),
-            _ => {
-                let s = SamplingConfig {
-                    max_new_tokens: prompted.max_tokens,
-                    temperature: prompted.temperature,
-                    top_k: Some(prompted.top_k),
-                    top_p: Some(prompted.top_p),
-                    seed,
-                    use_cache: true,
-                };
-                (role(None, s, prompted.max_prompt), None)
-            }
-        };
-        for chunk in all.chunks(envs.len()) {
-            let tasks: Vec<Task> = chunk.iter().map(|(t, _)| t.clone()).collect();
-            let envs = &mut envs[..tasks.len()];
-            let steps = spec.rollout.max_steps;
-            if let Agent::Reflexion = agent {
-                let runs = run_reflexion(envs, &tasks, &mut exec, &prompter, steps, "eval")?;
-                for (run, (task, len)) in runs.into_iter().zip(chunk) {
-                    let last = run.trials.last().expect("at least one trial");
-                    let mut r = EpisodeResult::of(last, task, seed, *len);
-                    r.success = run.pass_at(prompter.spec.reflexion_trials);
-                    r.pass1 = Some(run.pass_at(1));
-                    r.tokens = run.tokens();
-                    r.steps = run.trials.iter().map(|t| t.episode.actions.len()).sum();
-                    out.push(r);
-                    played.extend(run.trials);
-                }
-                bar.inc(tasks.len() as u64);
-                continue;
-            }
-            let traces = match (agent, plan.as_mut()) {
-                (Agent::Hierarchy { .. }, Some(p)) => {
-                    rollout(envs, &tasks, p, &mut exec, &spec.rollout, "eval")?
-                }
-                (Agent::Flat { .. }, _) => {
-                    rollout_flat(envs, &tasks, &mut exec, &spec.rollout, "eval")?
-                }
-                (Agent::React, _) => {
-                    rollout_react(envs, &tasks, &mut exec, &prompter, &[], steps, "eval")?
-                        .into_iter()
-                        .map(|e| e.trace)
-                        .collect()
-                }
-                (Agent::Adapt, _) => {
-                    rollout_adapt(envs, &tasks, &mut exec, &prompter, steps, "eval")?
-                }
-                _ => unreachable!("every agent is handled"),
-            };
-            for (tr, (task, len)) in traces.iter().zip(chunk) {
-                out.push(EpisodeResult::of(tr, task, seed, *len));
-            }
-            played.extend(traces);
-            bar.inc(tasks.len() as u64);
-        }
-    }
-    bar.finish_and_clear();
-    Ok((out, played))
 }
 
 /// An offline-RL stage: trains `off.adapter` (from `init`, or fresh) unless the stage is
