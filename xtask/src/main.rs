@@ -266,10 +266,7 @@ fn main() -> Result<()> {
         } => {
             let device = hier_backbone::parse_device(&device)?.autodiff();
             let cfg = hier_train::pretrain::PretrainConfig::from_file(&config)?;
-            let opts = hier_train::RunOptions {
-                progress: true,
-                stop_after: None,
-            };
+            let opts = hier_train::RunOptions::with_progress(true);
             let report = hier_train::pretrain::pretrain(&cfg, &corpus, &out, &device, &opts)
                 .with_context(|| format!("pretraining into {}", out.display()))?;
             println!("{}", serde_json::to_string(&report)?);

@@ -114,19 +114,52 @@ impl TargetModule {
     }
 }
 
-/// Hyper-parameters of one adapter (the subset of PEFT's `LoraConfig` we implement).
-#[derive(Debug, Clone, PartialEq)]
+/// Serialised as the PEFT name (`q_proj`); read from it or a short form (`q`).
+impl serde::Serialize for TargetModule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TargetModule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Self::parse(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown target module `{name}`: expected one of {:?}",
+                Self::EVERY.map(Self::name)
+            ))
+        })
+    }
+}
+
+/// Hyper-parameters of one adapter (the subset of PEFT's `LoraConfig` we implement). In
+/// configs: `lora = { r = 16, alpha = 32.0, target_modules = ["q_proj", "v_proj"] }`, with
+/// `dropout` (default 0) and `use_rslora` (default false) optional; unknown keys are errors.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LoraConfig {
     /// Rank r.
     pub r: usize,
     /// Scale numerator α.
     pub alpha: f64,
-    /// Dropout on the adapter's input during training.
+    /// Dropout on the adapter's input during training (PEFT's `lora_dropout`).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub dropout: f64,
     /// Which linear layers get an adapter.
     pub target_modules: Vec<TargetModule>,
     /// rsLoRA: scale α/√r instead of α/r.
+    #[serde(default, skip_serializing_if = "is_false")]
     pub use_rslora: bool,
+}
+
+// Defaults are left out when serialising, so a config that does not set them keeps the
+// serialisation (and the stage keys) it had before they existed.
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+fn is_false(x: &bool) -> bool {
+    !*x
 }
 
 impl LoraConfig {
@@ -139,6 +172,25 @@ impl LoraConfig {
             target_modules: target_modules.to_vec(),
             use_rslora: false,
         }
+    }
+
+    /// Fails unless `r > 0`, `α > 0`, `0 ≤ dropout < 1` and some module is targeted; `what`
+    /// names the adapter or the config in the message.
+    pub fn check(&self, what: &str) -> crate::Result<()> {
+        let bad = |m: String| Err(crate::BackboneError::Invalid(format!("{what}: lora: {m}")));
+        if self.r == 0 || self.alpha.is_nan() || self.alpha <= 0.0 {
+            return bad(format!(
+                "need r > 0 and alpha > 0 (r = {}, alpha = {})",
+                self.r, self.alpha
+            ));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return bad(format!("dropout = {} is outside [0, 1)", self.dropout));
+        }
+        if self.target_modules.is_empty() {
+            return bad("target_modules is empty".into());
+        }
+        Ok(())
     }
 
     /// The factor `s` in `y = x·W + s·(x·A)·B`.
@@ -279,5 +331,52 @@ impl LoraLinear {
                 .map(|b| Param::initialized(b.id, b.val().detach()).set_require_grad(false)),
             lora: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_read_peft_names_default_the_optional_settings_and_refuse_unknown_keys() {
+        let read = |s: &str| serde_json::from_str::<LoraConfig>(s);
+        let c = read(r#"{"r": 4, "alpha": 8.0, "target_modules": ["q_proj", "v"]}"#).unwrap();
+        assert_eq!(
+            c,
+            LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V])
+        );
+        // Defaults are not written back, so older serialisations stay the same.
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"r":4,"alpha":8.0,"target_modules":["q_proj","v_proj"]}"#
+        );
+        let d = read(r#"{"r": 4, "alpha": 8.0, "dropout": 0.05, "target_modules": ["o_proj"]}"#)
+            .unwrap();
+        assert_eq!(d.dropout, 0.05);
+        assert!(
+            serde_json::to_string(&d)
+                .unwrap()
+                .contains(r#""dropout":0.05"#)
+        );
+        let err = read(r#"{"r": 4, "alpha": 8.0, "target_modules": ["w_proj"]}"#).unwrap_err();
+        assert!(
+            err.to_string().contains("unknown target module `w_proj`"),
+            "{err}"
+        );
+        let err = read(r#"{"r": 4, "alpha": 8.0, "target_modules": [], "lora_dropout": 0.1}"#)
+            .unwrap_err();
+        assert!(err.to_string().contains("lora_dropout"), "{err}");
+        let mut bad = c.clone();
+        bad.dropout = 1.0;
+        assert!(
+            bad.check("sys1")
+                .unwrap_err()
+                .to_string()
+                .contains("sys1: lora: dropout")
+        );
+        bad = c;
+        bad.target_modules.clear();
+        assert!(bad.check("x").is_err());
     }
 }

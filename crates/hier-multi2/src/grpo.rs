@@ -35,9 +35,9 @@ use crate::error::{Error, Result};
 use hier_train::optim::clip_global_norm;
 use hier_train::policy::{BackbonePolicy, Trace};
 use hier_train::prompt::encode_pair;
-use hier_train::runlog::{RunOptions, pin_config};
-use hier_train::runlog::{append_line, keep_metrics_up_to, progress_bar, swap_in_dir};
-use hier_train::sft::{SftExample, padded, score_requests, scores_of};
+use hier_train::runlog::{RunOptions, write_jsonl};
+use hier_train::sft::{SftExample, copy_adapter, padded, score_requests, scores_of};
+use hier_train::trainer::{LoopSpec, OPTIMIZER_FILE, TrainLoop, load_optimizer, save_optimizer};
 
 /// Which decisions GRPO trains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,12 +130,6 @@ pub struct GrpoPoint {
     pub groups_used: usize,
     pub samples: usize,
     pub loss: f64,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct State {
-    iteration: usize,
-    config: GrpoConfig,
 }
 
 /// The outcome reward of an episode.
@@ -277,62 +271,37 @@ pub fn train_grpo(
             "grpo: no environments or no training tasks".into(),
         ));
     }
-    std::fs::create_dir_all(out)?;
-    pin_config(
-        &out.join("grpo.json"),
-        &serde_json::to_string_pretty(cfg).expect("serialises"),
-    )?;
+    let spec = LoopSpec::json(
+        format!("grpo {}", cfg.adapter),
+        "grpo.json",
+        cfg,
+        cfg.iterations,
+        1,
+    );
+    // The checkpoint's extra state is the learning curve so far.
+    let mut run: TrainLoop<GrpoConfig, Vec<GrpoPoint>> = TrainLoop::open(out, spec, cfg, opts)?;
     let reference = lm.adapter_id(&cfg.reference)?;
-    let ckpt = out.join("checkpoint");
-    let state_path = ckpt.join("state.json");
     let mut optim = hier_train::optim::adamw(cfg.weight_decay);
-    let ckpt_err = |path: &Path, msg: String| Error::Checkpoint {
-        path: path.to_owned(),
-        msg,
-    };
-    let resumed = hier_train::runlog::resume_state(&state_path, cfg, |s: &State| &s.config)?;
-    let (id, start) = if let Some(state) = resumed {
-        let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
-        let p = ckpt.join("optimizer.bpk");
-        optim = optim.load(&p).map_err(|e| ckpt_err(&p, format!("{e:?}")))?;
-        (id, state.iteration)
+    let (id, mut curve) = if let Some(curve) = run.take_resumed() {
+        let ckpt = run.checkpoint_dir();
+        optim = load_optimizer(optim, ckpt, OPTIMIZER_FILE)?;
+        (lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?, curve)
     } else {
-        // The trained adapter starts as an exact copy of the reference (through its PEFT
-        // files); a name already registered is replaced.
+        // The trained adapter starts as an exact copy of the reference.
         let init = out.join("init_adapter");
-        lm.save_adapter(reference, &init, None)?;
-        (lm.load_adapter(&cfg.adapter, &init)?, 0)
+        (
+            copy_adapter(&mut lm, reference, &cfg.adapter, &init)?,
+            Vec::new(),
+        )
     };
-    let metrics = out.join("metrics.jsonl");
-    keep_metrics_up_to(&metrics, start)?;
     let curve_path = out.join("curve.jsonl");
-    let mut curve: Vec<GrpoPoint> = if start > 0 && curve_path.exists() {
-        std::fs::read_to_string(&curve_path)?
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .take(start)
-            .map(|l| serde_json::from_str(l).map_err(|e| ckpt_err(&curve_path, e.to_string())))
-            .collect::<Result<_>>()?
-    } else {
-        Vec::new()
-    };
-    let text: String = curve
-        .iter()
-        .map(|p| serde_json::to_string(p).expect("serialises") + "\n")
-        .collect();
-    hier_backbone::write_atomic(&curve_path, text.as_bytes())?;
+    write_jsonl(&curve_path, &curve)?;
     let scaling = if cfg.scale_std {
         StdScaling::Group
     } else {
         StdScaling::None
     };
-    let bar = progress_bar(
-        opts.progress,
-        cfg.iterations,
-        &format!("grpo {}", cfg.adapter),
-    );
-    bar.set_position(start as u64);
-    for it in start..cfg.iterations {
+    while let Some(it) = run.next_step() {
         // 1. Play G episodes of each picked task with the current adapter.
         let mut rng =
             StdRng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ it as u64);
@@ -423,36 +392,20 @@ pub fn train_grpo(
                 losses.iter().sum::<f64>() / losses.len() as f64
             },
         };
-        append_line(
-            &metrics,
-            &serde_json::to_string(&point).expect("serialises"),
-        )?;
+        run.log(serde_json::to_value(&point).expect("serialises"))?;
         curve.push(point);
-        bar.inc(1);
-        swap_in_dir(&ckpt, |dir| -> Result<()> {
-            lm.save_adapter(id, &dir.join("adapter"), None)?;
-            let p = dir.join("optimizer.bpk");
-            optim.save(&p).map_err(|e| ckpt_err(&p, format!("{e:?}")))?;
-            let state = serde_json::to_string_pretty(&State {
-                iteration: it + 1,
-                config: cfg.clone(),
-            })
-            .expect("serialises");
-            hier_backbone::write_atomic(&dir.join("state.json"), state.as_bytes())?;
-            Ok(())
-        })?;
-        let text: String = curve
-            .iter()
-            .map(|p| serde_json::to_string(p).expect("serialises") + "\n")
-            .collect();
-        hier_backbone::write_atomic(&curve_path, text.as_bytes())?;
-        if opts.stop_after.is_some_and(|s| it + 1 >= s) {
-            bar.finish_and_clear();
-            return Ok((lm, curve));
-        }
+        write_jsonl(&curve_path, &curve)?;
+        run.end_step(
+            || curve.clone(),
+            |dir| -> Result<()> {
+                lm.save_adapter(id, &dir.join("adapter"), None)?;
+                Ok(save_optimizer(&optim, dir, OPTIMIZER_FILE)?)
+            },
+        )?;
     }
-    bar.finish_and_clear();
-    lm.save_adapter(id, &out.join("adapter"), None)?;
+    if run.finish() {
+        lm.save_adapter(id, &out.join("adapter"), None)?;
+    }
     Ok((lm, curve))
 }
 
@@ -516,8 +469,9 @@ mod tests {
     /// those with negative advantage, on the trained adapter only.
     #[test]
     fn updates_follow_the_sign_of_the_advantage() {
+        use hier_backbone::{LoraConfig, TargetModule};
         use hier_train::pretrain::TinyModelConfig;
-        use hier_train::sft::{add_seeded_adapter, lora_config};
+        use hier_train::sft::add_seeded_adapter;
         let cfg = TinyModelConfig {
             vocab_size: 64,
             hidden_size: 32,
@@ -532,7 +486,7 @@ mod tests {
         };
         let device = hier_backbone::burn::tensor::Device::flex().autodiff();
         let mut lm = CausalLm::random(cfg.model_config().unwrap(), 3, &device).unwrap();
-        let lora = lora_config("test", 4, 8.0, &["q_proj".into(), "v_proj".into()]).unwrap();
+        let lora = LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]);
         let id = add_seeded_adapter(&mut lm, "grpo", lora.clone(), 1).unwrap();
         let other = add_seeded_adapter(&mut lm, "ref", lora, 2).unwrap();
         let good = SftExample {

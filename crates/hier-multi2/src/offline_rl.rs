@@ -21,8 +21,10 @@
 use std::path::Path;
 
 use hier_backbone::burn::optim::GradientsParams;
-use hier_backbone::{CausalLm, GenerationRequest, LoraConfig, SamplingConfig};
-use hier_rl_losses::{OfflineActorConfig, Reduction, offline_actor_loss};
+use hier_backbone::{CausalLm, GenerationRequest, LoraConfig, SamplingConfig, TargetModule};
+use hier_rl_losses::{
+    Multi2Objectives, OfflineActorConfig, Reduction, Variant, offline_actor_loss,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -35,10 +37,9 @@ use crate::sys2::{
 };
 use hier_train::optim::clip_global_norm;
 use hier_train::prompt::STOP;
-use hier_train::runlog::{
-    RunOptions, append_line, keep_metrics_up_to, pin_config, progress_bar, swap_in_dir,
-};
+use hier_train::runlog::RunOptions;
 use hier_train::sft::{SftExample, add_seeded_adapter};
+use hier_train::trainer::{LoopSpec, TrainLoop};
 
 /// An offline RL run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -46,9 +47,8 @@ use hier_train::sft::{SftExample, add_seeded_adapter};
 pub struct OfflineRlConfig {
     /// Adapter trained (`sys2`).
     pub adapter: String,
-    pub r: usize,
-    pub alpha: f64,
-    pub target_modules: Vec<String>,
+    /// The adapter's rank, α, dropout and target modules (when not started from another).
+    pub lora: LoraConfig,
     pub steps: usize,
     /// Transitions per step (drawn with replacement).
     pub batch_size: usize,
@@ -81,11 +81,16 @@ impl OfflineRlConfig {
         let actor = OfflineActorConfig::default();
         Self {
             adapter: "sys2".into(),
-            r: 16,
-            alpha: 32.0,
-            target_modules: ["q_proj", "k_proj", "v_proj", "o_proj"]
-                .map(String::from)
-                .to_vec(),
+            lora: LoraConfig::new(
+                16,
+                32.0,
+                &[
+                    TargetModule::Q,
+                    TargetModule::K,
+                    TargetModule::V,
+                    TargetModule::O,
+                ],
+            ),
             steps,
             batch_size,
             actor_lr: 1e-4,
@@ -106,15 +111,6 @@ impl OfflineRlConfig {
             checkpoint_every: 100,
             log_every: 10,
         }
-    }
-
-    pub(crate) fn lora(&self) -> Result<LoraConfig> {
-        Ok(hier_train::sft::lora_config(
-            "offline rl",
-            self.r,
-            self.alpha,
-            &self.target_modules,
-        )?)
     }
 
     fn validate(&self) -> Result<()> {
@@ -138,7 +134,23 @@ impl OfflineRlConfig {
         if self.sample_max_tokens == 0 {
             return bad("sample_max_tokens must be positive");
         }
-        self.lora().map(|_| ())
+        Ok(self.lora.check("offline rl")?)
+    }
+
+    /// This config under `variant`'s objectives ([`Variant::apply`] on the settings it holds:
+    /// γ, τ, Polyak and the actor's β/w_max/normalisation/λ).
+    pub fn under(mut self, variant: Variant) -> Self {
+        let o = variant.apply(Multi2Objectives {
+            gamma: self.critic.gamma,
+            tau: self.critic.tau,
+            polyak: self.critic.polyak,
+            offline: self.actor(),
+            ..Multi2Objectives::paper()
+        });
+        (self.critic.gamma, self.critic.tau, self.critic.polyak) = (o.gamma, o.tau, o.polyak);
+        (self.beta, self.w_max) = (o.offline.beta, o.offline.w_max);
+        (self.normalise, self.lambda) = (o.offline.normalise, o.offline.lambda);
+        self
     }
 
     fn actor(&self) -> OfflineActorConfig {
@@ -180,12 +192,6 @@ pub struct Window {
     pub adv_policy: f32,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-struct State {
-    step: usize,
-    config: OfflineRlConfig,
-}
-
 /// Trains (or resumes) adapter `cfg.adapter` and the critic heads on `data`; `lm` must live on
 /// an autodiff device. Returns the model (with the adapter) and the heads.
 pub fn train_offline(
@@ -212,40 +218,41 @@ pub fn train_offline_from(
     if data.is_empty() {
         return Err(Error::Invalid("offline rl: no transitions".into()));
     }
-    std::fs::create_dir_all(out)?;
-    pin_config(
-        &out.join("offline_rl.json"),
-        &serde_json::to_string_pretty(cfg).expect("serialises"),
-    )?;
+    let spec = LoopSpec::json(
+        format!("offline rl {}", cfg.adapter),
+        "offline_rl.json",
+        cfg,
+        cfg.steps,
+        cfg.checkpoint_every,
+    );
+    let mut run: TrainLoop<OfflineRlConfig> = TrainLoop::open(out, spec, cfg, opts)?;
     let device = lm.device();
     let hidden = lm.config.hidden_size;
     let mut optim = Sys2Optimizers::adamw(cfg.weight_decay);
-    let ckpt = out.join("checkpoint");
-    let state_path = ckpt.join("state.json");
-    let resumed = hier_train::runlog::resume_state(&state_path, cfg, |s: &State| &s.config)?;
-    let (id, mut heads, start) = if let Some(state) = resumed {
+    let (id, mut heads) = if run.take_resumed().is_some() {
+        let ckpt = run.checkpoint_dir();
         let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
         let heads = Heads::load(&ckpt.join("heads.safetensors"), hidden, &device)?;
-        optim = optim.load(&ckpt)?;
-        (id, heads, state.step)
+        optim = optim.load(ckpt)?;
+        (id, heads)
     } else {
         let id = match init {
             Some(dir) => {
                 let id = lm.load_adapter(&cfg.adapter, dir)?;
                 let found = &lm.adapters()[id.0].config;
-                if found.r != cfg.r {
+                if found.r != cfg.lora.r {
                     return Err(Error::Invalid(format!(
                         "offline rl: {} has rank {}, the config says {}",
                         dir.display(),
                         found.r,
-                        cfg.r
+                        cfg.lora.r
                     )));
                 }
                 id
             }
-            None => add_seeded_adapter(&mut lm, &cfg.adapter, cfg.lora()?, cfg.seed)?,
+            None => add_seeded_adapter(&mut lm, &cfg.adapter, cfg.lora.clone(), cfg.seed)?,
         };
-        (id, Heads::seeded(hidden, cfg.seed, &device), 0)
+        (id, Heads::seeded(hidden, cfg.seed, &device))
     };
     let stop_tokens: std::collections::BTreeSet<u32> = data
         .iter()
@@ -256,19 +263,10 @@ pub fn train_offline_from(
             "offline rl: the targets must all end with the one stop token of `{STOP:?}`; they end with {stop_tokens:?}"
         )));
     }
-    let metrics = out.join("metrics.jsonl");
-    keep_metrics_up_to(&metrics, start)?;
-    let bar = progress_bar(
-        opts.progress,
-        cfg.steps,
-        &format!("offline rl {}", cfg.adapter),
-    );
-    bar.set_position(start as u64);
     let actor_cfg = cfg.actor();
     let mut windows: (Option<Window>, Window, usize) = (None, Window::default(), 0);
     let mut last = Window::default();
-    let mut step = start;
-    while step < cfg.steps {
+    while let Some(step) = run.next_step() {
         let mut rng =
             StdRng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ step as u64);
         let batch: Vec<RlExample> = (0..cfg.batch_size)
@@ -325,8 +323,6 @@ pub fn train_offline_from(
         let grad_norm = clip_global_norm(&lm, &mut g_lm, cfg.grad_clip);
         lm = optim.lm.step(cfg.actor_lr, lm, g_lm);
         heads = optim.step_heads(heads, &mut grads, cfg.critic_lr, cfg.critic.polyak)?;
-        step += 1;
-        bar.inc(1);
         let mean = |t: hier_backbone::burn::tensor::Tensor<1>| t.mean().into_scalar::<f32>();
         let w = &mut windows.1;
         w.actor += values[0];
@@ -340,7 +336,7 @@ pub fn train_offline_from(
             0.0
         };
         windows.2 += 1;
-        if step % cfg.log_every == 0 || step == cfg.steps {
+        if run.logs_at(step, cfg.log_every) {
             let k = windows.2 as f32;
             let w = std::mem::take(&mut windows.1);
             windows.2 = 0;
@@ -356,42 +352,29 @@ pub fn train_offline_from(
                 windows.0 = Some(last.clone());
             }
             let mut line = serde_json::to_value(&last).expect("serialises");
-            line["step"] = step.into();
             line["grad_norm"] = grad_norm.into();
             for (k, v) in actor.host() {
                 line[format!("actor_{k}")] = v.into();
             }
-            append_line(&metrics, &line.to_string())?;
-            bar.set_message(format!(
+            run.log(line)?;
+            run.message(format!(
                 "actor {:.3} td {:.4} A {:+.3}",
                 last.actor, last.td, last.adv_data
             ));
         }
-        let stop_here = opts.stop_after.is_some_and(|s| step >= s);
-        if step % cfg.checkpoint_every == 0 || step == cfg.steps || stop_here {
-            swap_in_dir(&ckpt, |dir| -> Result<()> {
-                save_checkpoint_parts(dir, &lm, id, &heads, &optim)?;
-                let state = serde_json::to_string_pretty(&State {
-                    step,
-                    config: cfg.clone(),
-                })
-                .expect("serialises");
-                hier_backbone::write_atomic(&dir.join("state.json"), state.as_bytes())?;
-                Ok(())
-            })?;
-        }
-        if stop_here {
-            break;
-        }
+        run.end_step(
+            || (),
+            |dir| save_checkpoint_parts(dir, &lm, id, &heads, &optim),
+        )?;
     }
-    bar.finish_and_clear();
-    if step == cfg.steps {
+    let (steps_done, resumed_from) = (run.steps_done(), run.start());
+    if run.finish() {
         lm.save_adapter(id, &out.join("adapter"), None)?;
         heads.save(&out.join("heads.safetensors"))?;
     }
     let report = OfflineRlReport {
-        steps_done: step,
-        resumed_from: start,
+        steps_done,
+        resumed_from,
         first: windows.0.unwrap_or_default(),
         last,
     };

@@ -22,10 +22,14 @@ use hier_backbone::burn::module::Module;
 use hier_backbone::burn::optim::GradientsParams;
 use hier_backbone::burn::tensor::Tensor;
 use hier_backbone::{CausalLm, SamplingConfig, Tokenizer};
+use hier_data::replay::Origin;
 use hier_data::replay::{ReplayBuffer, ReplayConfig};
 use hier_data::schema::Sys2Transition;
 use hier_envs::{Env, Task};
-use hier_rl_losses::{KlAnchor, KlKind, OnlineActorConfig, Reduction, online_actor_loss};
+use hier_rl_losses::{
+    KlAnchor, KlKind, Multi2Objectives, OnlineActorConfig, OnlineCritic, Reduction, Variant,
+    online_actor_loss,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -35,12 +39,13 @@ use crate::error::Error;
 use crate::roles::{RlExample, executor_rl_examples};
 use crate::sys2::{
     CriticConfig, Heads, Result, Sys2Optimizers, critic_step, forward_actions, next_state_values,
-    save_checkpoint_parts,
+    sarsa_critic_step, save_checkpoint_parts,
 };
 use hier_train::optim::clip_global_norm;
 use hier_train::policy::{BackbonePolicy, Trace};
-use hier_train::runlog::{RunOptions, pin_config};
-use hier_train::runlog::{append_line, keep_metrics_up_to, progress_bar, swap_in_dir};
+use hier_train::runlog::{RunOptions, write_jsonl};
+use hier_train::sft::copy_adapter;
+use hier_train::trainer::{LoopSpec, TrainLoop};
 
 /// An online RL run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -72,8 +77,17 @@ pub struct OnlineRlConfig {
     pub eta: f32,
     /// The KL estimator: `exact` (the paper), `k1` or `k3`.
     pub kl: KlKind,
+    /// The critic's form: `q-and-v` (the paper, default) or `sarsa-trajectory-mean` (the
+    /// authors' released code, [`crate::sys2::sarsa_critic_step`]).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub critic_form: OnlineCritic,
     pub sum_logprobs: bool,
     pub replay: ReplayConfig,
+    /// Whether the replay buffer holds the offline transitions (default) or only online
+    /// segments, as the authors' ScienceWorld trainer does (it loads the offline buffer and
+    /// never samples it); iterations whose buffer is still empty then take no update.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub offline_in_replay: bool,
     pub rollout: RolloutConfig,
     /// Decoding: System 1 greedy; System 2 sampled.
     pub planner_max_tokens: usize,
@@ -86,7 +100,45 @@ pub struct OnlineRlConfig {
     pub seed: u64,
 }
 
+fn is_default<T: Default + PartialEq>(x: &T) -> bool {
+    *x == T::default()
+}
+fn yes() -> bool {
+    true
+}
+fn is_true(x: &bool) -> bool {
+    *x
+}
+
 impl OnlineRlConfig {
+    /// This config under `variant`'s objectives ([`Variant::apply`] on the settings it holds:
+    /// γ, τ, Polyak, the actor's α/w_max/normalisation/η, the KL estimator, the critic's form).
+    pub fn under(mut self, variant: Variant) -> Self {
+        let o = variant.apply(Multi2Objectives {
+            gamma: self.critic.gamma,
+            tau: self.critic.tau,
+            polyak: self.critic.polyak,
+            online: self.actor(),
+            kl: self.kl,
+            online_critic: self.critic_form,
+            ..Multi2Objectives::paper()
+        });
+        (self.critic.gamma, self.critic.tau, self.critic.polyak) = (o.gamma, o.tau, o.polyak);
+        (self.alpha, self.w_max) = (o.online.alpha, o.online.w_max);
+        (self.normalise, self.eta) = (o.online.normalise, o.online.eta);
+        (self.kl, self.critic_form) = (o.kl, o.online_critic);
+        self
+    }
+
+    fn actor(&self) -> OnlineActorConfig {
+        OnlineActorConfig {
+            alpha: self.alpha,
+            w_max: self.w_max,
+            normalise: self.normalise,
+            eta: self.eta,
+        }
+    }
+
     fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::Invalid(format!("online rl: {m}")));
         if self.iterations == 0 || self.episodes == 0 || self.batch_size == 0 {
@@ -129,10 +181,13 @@ pub struct OnlineRlReport {
     pub curve: Vec<CurvePoint>,
 }
 
+/// Online segments' trajectory ids start here, above any offline data's.
+const ONLINE_TRAJECTORIES: u64 = 1 << 40;
+
+/// What an online checkpoint holds beyond the tensors.
 #[derive(Serialize, Deserialize)]
-struct State {
-    iteration: usize,
-    config: OnlineRlConfig,
+#[serde(deny_unknown_fields)]
+struct Progress {
     replay: ReplayBuffer<RlExample>,
     curve: Vec<CurvePoint>,
 }
@@ -189,59 +244,57 @@ pub fn train_online(
             "online rl: no environments or no training tasks".into(),
         ));
     }
-    std::fs::create_dir_all(out)?;
-    pin_config(
-        &out.join("online_rl.json"),
-        &serde_json::to_string_pretty(cfg).expect("serialises"),
-    )?;
+    let spec = LoopSpec::json(
+        format!("online rl {}", cfg.adapter),
+        "online_rl.json",
+        cfg,
+        cfg.iterations,
+        1,
+    );
+    let mut run: TrainLoop<OnlineRlConfig, Progress> = TrainLoop::open(out, spec, cfg, opts)?;
     let device = lm.device();
     let hidden = lm.config.hidden_size;
     let planner = lm.adapter_id(&cfg.planner)?;
     let anchor = lm.adapter_id(&cfg.anchor)?;
     let mut optim = Sys2Optimizers::adamw(cfg.weight_decay);
-    let ckpt = out.join("checkpoint");
-    let state_path = ckpt.join("state.json");
-    let resumed = hier_train::runlog::resume_state(&state_path, cfg, |s: &State| &s.config)?;
-    let (id, mut replay, mut curve, start) = if let Some(state) = resumed {
+    let (
+        id,
+        Progress {
+            mut replay,
+            mut curve,
+        },
+    ) = if let Some(p) = run.take_resumed() {
+        let ckpt = run.checkpoint_dir();
         let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
         heads = Heads::load(&ckpt.join("heads.safetensors"), hidden, &device)?;
-        optim = optim.load(&ckpt)?;
-        (id, state.replay, state.curve, state.iteration)
+        optim = optim.load(ckpt)?;
+        (id, p)
     } else {
         // π_on starts as an exact copy of π_off (through its PEFT files).
-        let init = out.join("init_adapter");
-        lm.save_adapter(anchor, &init, None)?;
-        let id = lm.load_adapter(&cfg.adapter, &init)?;
+        let id = copy_adapter(&mut lm, anchor, &cfg.adapter, &out.join("init_adapter"))?;
+        let offline = if cfg.offline_in_replay {
+            offline
+        } else {
+            Vec::new()
+        };
+        let replay = ReplayBuffer::new(cfg.replay.clone(), offline)?;
         (
             id,
-            ReplayBuffer::new(cfg.replay.clone(), offline)?,
-            Vec::new(),
-            0,
+            Progress {
+                replay,
+                curve: Vec::new(),
+            },
         )
     };
-    let metrics = out.join("metrics.jsonl");
-    keep_metrics_up_to(&metrics, start)?;
     let curve_path = out.join("curve.jsonl");
-    let bar = progress_bar(
-        opts.progress,
-        cfg.iterations,
-        &format!("online rl {}", cfg.adapter),
-    );
-    bar.set_position(start as u64);
     let kl_kind = cfg.kl;
-    let actor_cfg = OnlineActorConfig {
-        alpha: cfg.alpha,
-        w_max: cfg.w_max,
-        normalise: cfg.normalise,
-        eta: cfg.eta,
-    };
+    let actor_cfg = cfg.actor();
     let reduction = if cfg.sum_logprobs {
         Reduction::Sum
     } else {
         Reduction::Mean
     };
-    let mut iteration = start;
-    while iteration < cfg.iterations {
+    while let Some(iteration) = run.next_step() {
         let mut rng =
             StdRng::seed_from_u64(cfg.seed.wrapping_mul(0xA24B_AED4_963E_E407) ^ iteration as u64);
         // 1. Play: System 1 greedy, System 2 = π_on sampled, on the inference copy.
@@ -295,23 +348,42 @@ pub fn train_online(
         curve.push(point.clone());
         for t in &traces {
             for seg in online_segments(t) {
-                let ex = executor_rl_examples(tok, &seg, cfg.max_len)?;
+                let mut ex = executor_rl_examples(tok, &seg, cfg.max_len)?;
+                // Trajectory ids of online segments follow the offline data's, one per
+                // segment ever offered (the count lives in the checkpointed buffer).
+                let trajectory = ONLINE_TRAJECTORIES + replay.offered.iter().sum::<u64>();
+                ex.iter_mut().for_each(|e| e.trajectory = trajectory);
                 replay.push_segment(ex, t.episode.success);
             }
         }
         // 2. Learn from the mixed buffer.
         let mut sums = [0f32; 5];
+        // Transitions drawn from the offline data and from online segments; updates skipped.
+        let (mut drawn, mut skipped) = ([0usize; 2], 0usize);
         for _ in 0..cfg.updates {
-            let batch: Vec<RlExample> = replay
-                .sample(cfg.batch_size)?
-                .into_iter()
-                .map(|(e, _)| e)
-                .collect();
+            if replay.offline_len() + replay.online_len() == 0 {
+                // Only without offline data: nothing kept online yet.
+                skipped += 1;
+                continue;
+            }
+            let mut batch = Vec::with_capacity(cfg.batch_size);
+            for (e, origin) in replay.sample(cfg.batch_size)? {
+                drawn[usize::from(origin == Origin::Online)] += 1;
+                batch.push(e);
+            }
             let pairs: Vec<_> = batch.iter().map(|e| e.pair.clone()).collect();
             let fwd = forward_actions(&lm, id, &pairs, reduction, true)?;
-            let next: Vec<Option<Vec<u32>>> = batch.iter().map(|e| e.next_prompt.clone()).collect();
-            let v_next = next_state_values(&lm, id, &heads.v_target, &next)?;
-            let critic = critic_step(&heads, &fwd, &batch, v_next, &cfg.critic)?;
+            let critic = match cfg.critic_form {
+                OnlineCritic::QAndV => {
+                    let next: Vec<Option<Vec<u32>>> =
+                        batch.iter().map(|e| e.next_prompt.clone()).collect();
+                    let v_next = next_state_values(&lm, id, &heads.v_target, &next)?;
+                    critic_step(&heads, &fwd, &batch, v_next, &cfg.critic)?
+                }
+                OnlineCritic::SarsaTrajectoryMean => {
+                    sarsa_critic_step(&lm, id, &heads, &fwd, &batch, &cfg.critic)?
+                }
+            };
             let off = forward_actions(&lm, anchor, &pairs, reduction, false)?;
             let kl = match kl_kind {
                 KlKind::Exact => KlAnchor::Exact {
@@ -366,56 +438,39 @@ pub fn train_online(
                 heads = optim.step_heads(heads, &mut grads, cfg.critic_lr, cfg.critic.polyak)?;
             }
         }
-        iteration += 1;
-        let k = cfg.updates.max(1) as f32;
-        let line = serde_json::json!({
-            "step": iteration, "success_rate": point.success_rate, "mean_score": point.mean_score,
+        let k = (cfg.updates - skipped).max(1) as f32;
+        run.log(serde_json::json!({
+            "critic": cfg.critic_form, "drawn_offline": drawn[0], "drawn_online": drawn[1],
+            "skipped_updates": skipped,
+            "success_rate": point.success_rate, "mean_score": point.mean_score,
             "actor": sums[0] / k, "kl": sums[1] / k, "td": sums[2] / k, "value": sums[3] / k, "adv": sums[4] / k,
             "replay_online": replay.online_len(), "replay_offline": replay.offline_len(),
             "kept_success": replay.kept[0], "kept_failure": replay.kept[1],
-        });
-        append_line(&metrics, &line.to_string())?;
-        bar.inc(1);
-        bar.set_message(format!(
+        }))?;
+        run.message(format!(
             "success {:.2} kl {:.4}",
             point.success_rate,
             sums[1] / k
         ));
-        swap_in_dir(&ckpt, |dir| -> Result<()> {
-            save_checkpoint_parts(dir, &lm, id, &heads, &optim)?;
-            let state = State {
-                iteration,
-                config: cfg.clone(),
+        run.end_step(
+            || Progress {
                 replay: replay.clone(),
                 curve: curve.clone(),
-            };
-            hier_backbone::write_atomic(
-                &dir.join("state.json"),
-                serde_json::to_string(&state)
-                    .expect("serialises")
-                    .as_bytes(),
-            )?;
-            Ok(())
-        })?;
-        if opts.stop_after.is_some_and(|s| iteration >= s) {
-            break;
-        }
+            },
+            |dir| save_checkpoint_parts(dir, &lm, id, &heads, &optim),
+        )?;
     }
-    bar.finish_and_clear();
-    if iteration == cfg.iterations {
+    let (iterations_done, start) = (run.steps_done(), run.start());
+    if run.finish() {
         lm.save_adapter(id, &out.join("adapter"), None)?;
         heads.save(&out.join("heads.safetensors"))?;
-        let text: String = curve
-            .iter()
-            .map(|p| serde_json::to_string(p).expect("serialises") + "\n")
-            .collect();
-        hier_backbone::write_atomic(&curve_path, text.as_bytes())?;
+        write_jsonl(&curve_path, &curve)?;
     }
     Ok((
         lm,
         heads,
         OnlineRlReport {
-            iterations_done: iteration,
+            iterations_done,
             resumed_from: start,
             curve,
         },

@@ -56,6 +56,29 @@ pub struct RlExample {
     pub next_prompt: Option<Vec<u32>>,
     pub reward: f32,
     pub terminal: bool,
+    /// The action taken at `o'` (its target tokens), for the SARSA critic's `Q̄(o', a')`;
+    /// absent when `d` or when the data does not hold the next step.
+    #[serde(default)]
+    pub next_target: Option<Vec<u32>>,
+    /// Which trajectory (subgoal segment) this transition belongs to, for the released code's
+    /// trajectory-mean baseline; unique within one call of the builders below.
+    #[serde(default)]
+    pub trajectory: u64,
+}
+
+/// Links each example to the next one of its trajectory (`continues(i)`: example `i + 1`
+/// continues example `i`): sets `next_target` and numbers the trajectories in order.
+fn link_trajectories(examples: &mut [RlExample], continues: impl Fn(usize) -> bool) {
+    let mut trajectory = 0;
+    for i in 0..examples.len() {
+        examples[i].trajectory = trajectory;
+        let next = i + 1 < examples.len() && continues(i);
+        examples[i].next_target =
+            (next && !examples[i].terminal).then(|| examples[i + 1].pair.target.clone());
+        if !next {
+            trajectory += 1;
+        }
+    }
 }
 
 /// System 2 transitions with rewards and next states.
@@ -91,9 +114,21 @@ pub fn executor_rl_examples(
                 next_prompt,
                 reward: t.reward as f32,
                 terminal: t.terminal,
+                next_target: None,
+                trajectory: 0,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()
+        .map(|mut examples| {
+            link_trajectories(&mut examples, |i| {
+                let (t, n) = (&transitions[i], &transitions[i + 1]);
+                !t.terminal
+                    && n.source == t.source
+                    && n.segment == t.segment
+                    && n.step == t.step + 1
+            });
+            examples
+        })
 }
 
 /// System 1 as RL transitions (the paradigm-swap and only-RL ablations, the shared adapter):
@@ -130,9 +165,17 @@ pub fn planner_rl_examples(
                 pair,
                 next_prompt,
                 reward: r.reward as f32,
+                next_target: None,
+                trajectory: 0,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()
+        .map(|mut examples| {
+            link_trajectories(&mut examples, |i| {
+                !records[i].done && records[i + 1].source == records[i].source
+            });
+            examples
+        })
 }
 
 /// The flat policy: `flat_prompt(K, latest actions, o_t) → a_t` for every step.

@@ -309,6 +309,80 @@ pub fn critic_step(
     })
 }
 
+/// The authors' released online critic ([`hier_rl_losses::OnlineCritic::SarsaTrajectoryMean`]):
+/// `Q` by SARSA, `L = E[(r + γ(1−d)·Q̄(o', a') − Q(o, a))²]` with `a'` the action the data took
+/// at `o'` ([`hier_rl_losses::sarsa_loss`]), no value head (its loss is 0), and the advantage
+/// `A_i = Q_i − mean_{j ∈ traj(i)} Q_j` over the transitions of `i`'s trajectory in the batch
+/// ([`hier_rl_losses::trajectory_mean_advantage`]). Every row of `fwd` is a data row.
+pub fn sarsa_critic_step(
+    lm: &CausalLm,
+    id: AdapterId,
+    heads: &Heads,
+    fwd: &ActionForward,
+    rows: &[RlExample],
+    cfg: &CriticConfig,
+) -> Result<CriticStep> {
+    let [n, _] = fwd.h_action.dims();
+    let b = rows.len();
+    if b == 0 || b != n {
+        return Err(Error::Invalid(format!(
+            "the SARSA critic takes data rows only: {b} rows in a forward pass of {n}"
+        )));
+    }
+    let device = fwd.h_action.device();
+    // Q̄(o', a') of every non-terminal row, from one scoring pass over the next pairs.
+    let mut live = Vec::new();
+    let mut next_rows = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        if r.terminal {
+            continue;
+        }
+        match (&r.next_prompt, &r.next_target) {
+            (Some(p), Some(a)) => {
+                live.push(i);
+                next_rows.push(SftExample {
+                    prompt: p.clone(),
+                    target: a.clone(),
+                });
+            }
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "the SARSA critic needs the next state and action of every non-terminal \
+                     transition; batch row {i} lacks them"
+                )));
+            }
+        }
+    }
+    let mut q_next = vec![0f32; b];
+    if !next_rows.is_empty() {
+        let next = forward_actions(lm, id, &next_rows, hier_rl_losses::Reduction::Mean, false)?;
+        let q = HostTensor::from_tensor(heads.q_target.forward(next.h_action).detach()).data;
+        for (&i, v) in live.iter().zip(q) {
+            q_next[i] = v;
+        }
+    }
+    let host = |v: Vec<f32>| Tensor::<1>::from_data(TensorData::new(v, [b]), &device);
+    let q = heads.q.forward(fwd.h_action.clone());
+    let reward = host(rows.iter().map(|r| r.reward).collect());
+    let done = host(
+        rows.iter()
+            .map(|r| f32::from(u8::from(r.terminal)))
+            .collect(),
+    );
+    let ones = Tensor::<1>::ones([b], &device);
+    let td = hier_rl_losses::sarsa_loss(q.clone(), reward, done, host(q_next), ones, cfg.gamma)?;
+    let trajectory: Vec<usize> = rows.iter().map(|r| r.trajectory as usize).collect();
+    let advantage = hier_rl_losses::trajectory_mean_advantage(q, &trajectory)?;
+    Ok(CriticStep {
+        td,
+        value: LossOutput {
+            loss: Tensor::<1>::zeros([1], &device),
+            components: Vec::new(),
+        },
+        advantage,
+    })
+}
+
 /// The three AdamW optimisers of System 2's RL (β 0.9/0.999, ε 1e-8): the adapter's and the
 /// two heads'. Each phase saves and reloads them with its checkpoint.
 pub struct Sys2Optimizers {

@@ -39,6 +39,8 @@ fn data() -> Vec<RlExample> {
         next_prompt: next.map(|n| vec![1, 2, n]),
         reward: r,
         terminal: next.is_none(),
+        next_target: None,
+        trajectory: 0,
     };
     vec![
         ex(10, 30, 1.0, None),
@@ -50,8 +52,8 @@ fn data() -> Vec<RlExample> {
 
 fn config(steps: usize, lambda: f32) -> OfflineRlConfig {
     let mut c = OfflineRlConfig::paper(steps, 4);
-    c.r = 4;
-    c.alpha = 8.0;
+    c.lora.r = 4;
+    c.lora.alpha = 8.0;
     c.actor_lr = 1e-3;
     c.critic_lr = 3e-3;
     c.lambda = lambda;
@@ -164,8 +166,8 @@ fn interrupted_run_resumes_to_the_uninterrupted_result() {
         &cfg,
         parts.path(),
         &RunOptions {
-            progress: false,
             stop_after: Some(4),
+            ..Default::default()
         },
     )
     .unwrap();

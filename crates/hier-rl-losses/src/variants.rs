@@ -19,10 +19,17 @@ pub enum KlKind {
     K3,
 }
 
-/// The online critic's form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The online critic's form (`q-and-v`, `sarsa-trajectory-mean` in configs, with the `serde`
+/// feature).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "kebab-case")
+)]
 pub enum OnlineCritic {
     /// Q by TD against V̄, V by expectile; `A = Q − V` (the paper).
+    #[default]
     QAndV,
     /// Q alone by SARSA, `A = Q − mean of Q over the trajectory` (the authors' released code).
     SarsaTrajectoryMean,
@@ -83,9 +90,60 @@ impl Variant {
         }
     }
 
-    /// The settings of this variant.
+    /// The settings of this variant: its departures applied to the paper's settings.
     pub fn objectives(self) -> Multi2Objectives {
-        let paper = Multi2Objectives {
+        self.apply(Multi2Objectives::paper())
+    }
+
+    /// This variant's departures from Multi², applied to `multi2` — Multi²'s settings of a run
+    /// (e.g. a profile's, scaled down): every setting the variant does not name is kept, so the
+    /// variants of one run differ from its Multi² row in exactly what defines them.
+    ///
+    /// | variant | departures |
+    /// |---|---|
+    /// | `multi2` | none |
+    /// | `vanilla-iql` | λ = 0 |
+    /// | `vanilla-awac` | η = 0 |
+    /// | `released-code` | τ = 0.5, λ = 0, KL k1, SARSA critic with a trajectory-mean baseline |
+    ///
+    /// (The released code's ScienceWorld online phase also never samples the offline buffer;
+    /// that is a property of the data pipeline, not of the objectives — see `hier-multi2`.)
+    pub fn apply(self, multi2: Multi2Objectives) -> Multi2Objectives {
+        match self {
+            Self::Multi2 => multi2,
+            Self::VanillaIql => Multi2Objectives {
+                offline: OfflineActorConfig {
+                    lambda: 0.0,
+                    ..multi2.offline
+                },
+                ..multi2
+            },
+            Self::VanillaAwac => Multi2Objectives {
+                online: OnlineActorConfig {
+                    eta: 0.0,
+                    ..multi2.online
+                },
+                ..multi2
+            },
+            Self::ReleasedCode => Multi2Objectives {
+                tau: 0.5,
+                offline: OfflineActorConfig {
+                    lambda: 0.0,
+                    ..multi2.offline
+                },
+                kl: KlKind::K1,
+                online_critic: OnlineCritic::SarsaTrajectoryMean,
+                ..multi2
+            },
+        }
+    }
+}
+
+impl Multi2Objectives {
+    /// The paper's settings: γ 0.99, τ 0.7, the actors' defaults (λ 7, η 0.02), exact KL, the
+    /// Q+V critic, Polyak 0.2.
+    pub fn paper() -> Self {
+        Self {
             gamma: 0.99,
             tau: 0.7,
             offline: OfflineActorConfig::default(),
@@ -93,33 +151,6 @@ impl Variant {
             kl: KlKind::Exact,
             online_critic: OnlineCritic::QAndV,
             polyak: 0.2,
-        };
-        match self {
-            Self::Multi2 => paper,
-            Self::VanillaIql => Multi2Objectives {
-                offline: OfflineActorConfig {
-                    lambda: 0.0,
-                    ..paper.offline
-                },
-                ..paper
-            },
-            Self::VanillaAwac => Multi2Objectives {
-                online: OnlineActorConfig {
-                    eta: 0.0,
-                    ..paper.online
-                },
-                ..paper
-            },
-            Self::ReleasedCode => Multi2Objectives {
-                tau: 0.5,
-                offline: OfflineActorConfig {
-                    lambda: 0.0,
-                    ..paper.offline
-                },
-                kl: KlKind::K1,
-                online_critic: OnlineCritic::SarsaTrajectoryMean,
-                ..paper
-            },
         }
     }
 }

@@ -350,3 +350,47 @@ fn variants_have_their_documented_settings() {
     let a = trajectory_mean_advantage(v1(&[1.0, 3.0, 5.0], &d), &[0, 0, 1]).unwrap();
     assert_eq!(host(a), vec![-1.0, 1.0, 0.0]);
 }
+
+#[test]
+fn a_variant_changes_only_what_defines_it() {
+    // A run's own Multi² settings (scaled down, as a profile would): every variant keeps what
+    // it does not name.
+    let mut base = Variant::Multi2.objectives();
+    base.tau = 0.6;
+    base.gamma = 0.9;
+    base.offline.lambda = 3.0;
+    base.offline.beta = 2.0;
+    base.online.eta = 0.05;
+    base.polyak = 0.1;
+    assert_eq!(Variant::Multi2.apply(base), base);
+    let iql = Variant::VanillaIql.apply(base);
+    assert_eq!(iql.offline.lambda, 0.0);
+    assert_eq!(
+        (iql.tau, iql.offline.beta, iql.online),
+        (0.6, 2.0, base.online)
+    );
+    let awac = Variant::VanillaAwac.apply(base);
+    assert_eq!(
+        (awac.online.eta, awac.offline, awac.tau),
+        (0.0, base.offline, 0.6)
+    );
+    let released = Variant::ReleasedCode.apply(base);
+    assert_eq!(
+        (
+            released.tau,
+            released.offline.lambda,
+            released.kl,
+            released.online_critic
+        ),
+        (0.5, 0.0, KlKind::K1, OnlineCritic::SarsaTrajectoryMean)
+    );
+    assert_eq!(
+        (
+            released.gamma,
+            released.polyak,
+            released.offline.beta,
+            released.online.eta
+        ),
+        (0.9, 0.1, 2.0, 0.05)
+    );
+}

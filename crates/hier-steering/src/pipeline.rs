@@ -251,10 +251,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
                     Some((model_dir, _)) => st.run(&adapter, key, |dir| -> Result<()> {
                         let (own_lm, own_tok) = load_model(model_dir, &cfg.device)?;
                         let ex = executor_examples(&own_tok, demos, p.max_len)?;
-                        let opts = RunOptions {
-                            progress: cfg.progress,
-                            stop_after: None,
-                        };
+                        let opts = RunOptions::with_progress(cfg.progress);
                         train_adapter(own_lm, &ex, &sft, dir, &opts)?;
                         Ok(())
                     })?,
@@ -324,10 +321,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
         "executor": executors[0].key, "sampling": p.executor_sampling});
     let rl_dir = st.run("steer-rl", key, |dir| -> Result<()> {
         let mut envs = forks(train_env, train.parallel);
-        let opts = RunOptions {
-            progress: cfg.progress,
-            stop_after: None,
-        };
+        let opts = RunOptions::with_progress(cfg.progress);
         // The executor is frozen: it plays from a copy of the model taken before training.
         let frozen = lm.valid();
         let main = ready(&mut players[0], &executors[0], &cfg.device)?;

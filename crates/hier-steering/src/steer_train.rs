@@ -43,10 +43,10 @@ use crate::steer_agent::{
 use hier_train::optim::clip_global_norm;
 use hier_train::policy::{BackbonePolicy, TextPolicy};
 use hier_train::prompt::encode_pair;
-use hier_train::runlog::{RunOptions, pin_config};
-use hier_train::runlog::{append_line, progress_bar, swap_in_dir, write_jsonl};
+use hier_train::runlog::{RunOptions, append_line, write_jsonl};
 use hier_train::sft::{SftExample, score_requests};
-use hier_train::sft::{padded, scores_of};
+use hier_train::sft::{copy_adapter, padded, scores_of};
+use hier_train::trainer::{LoopSpec, OPTIMIZER_FILE, TrainLoop, load_optimizer, save_optimizer};
 
 /// How the frozen executor samples.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -321,13 +321,6 @@ pub struct RoundPoint {
     pub rank_loss: f64,
 }
 
-#[derive(Serialize, Deserialize)]
-struct State {
-    round: usize,
-    priorities: Vec<f32>,
-    config: SteerTrainConfig,
-}
-
 /// Trains (or resumes) `cfg.adapter` on `bank_states` (from [`collect_states`]); `lm` must
 /// live on an autodiff device and hold `cfg.reference`. The frozen `executor` plays the
 /// continuations (reseeded every round); `envs` are forks of one environment (continuations
@@ -354,23 +347,21 @@ pub fn train_steering(
             cfg.parallel
         )));
     }
-    std::fs::create_dir_all(out)?;
-    pin_config(
-        &out.join("steer_train.json"),
-        &serde_json::to_string_pretty(cfg).expect("serialises"),
-    )?;
+    let spec = LoopSpec::json(
+        format!("steer {}", cfg.adapter),
+        "steer_train.json",
+        cfg,
+        cfg.rounds,
+        1,
+    );
+    // The checkpoint's extra state is the bank's priorities.
+    let mut run: TrainLoop<SteerTrainConfig, Vec<f32>> = TrainLoop::open(out, spec, cfg, opts)?;
     let reference = lm.adapter_id(&cfg.reference)?;
     let observations: Vec<String> = bank_states
         .iter()
         .map(|s| s.observation(&cfg.steer))
         .collect();
-    let ckpt = out.join("checkpoint");
-    let state_path = ckpt.join("state.json");
     let mut optim = hier_train::optim::adamw(cfg.weight_decay);
-    let ckpt_err = |path: &Path, msg: String| Error::Checkpoint {
-        path: path.to_owned(),
-        msg,
-    };
     // The bank's priorities v = σ(z) under the trained adapter's current fast path.
     let priorities = |lm: &CausalLm| -> Result<Vec<f32>> {
         let z = fast_log_odds(
@@ -383,31 +374,28 @@ pub fn train_steering(
         )?;
         Ok(z.iter().map(|&z| sigmoid(z)).collect())
     };
-    let resumed = hier_train::runlog::resume_state(&state_path, cfg, |s: &State| &s.config)?;
-    let (id, start, start_priorities) = if let Some(state) = resumed {
-        let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
-        let p = ckpt.join("optimizer.bpk");
-        optim = optim.load(&p).map_err(|e| ckpt_err(&p, format!("{e:?}")))?;
-        (id, state.round, state.priorities)
+    let (id, start_priorities) = if let Some(p) = run.take_resumed() {
+        let ckpt = run.checkpoint_dir();
+        optim = load_optimizer(optim, ckpt, OPTIMIZER_FILE)?;
+        (lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?, p)
     } else {
-        let init = out.join("init_adapter");
-        lm.save_adapter(reference, &init, None)?;
-        let id = lm.load_adapter(&cfg.adapter, &init)?;
-        (id, 0, priorities(&lm)?)
+        let id = copy_adapter(&mut lm, reference, &cfg.adapter, &out.join("init_adapter"))?;
+        (id, priorities(&lm)?)
     };
+    let start = run.start();
     let mut bank: StateBank<usize> = StateBank::new();
     for (i, &p) in start_priorities.iter().enumerate() {
         bank.push(i, p).map_err(|e| Error::Invalid(e.to_string()))?;
     }
     if bank.len() != bank_states.len() {
-        return Err(ckpt_err(
-            &state_path,
-            format!(
+        return Err(Error::Checkpoint {
+            path: run.checkpoint_dir().join("state.json"),
+            msg: format!(
                 "{} priorities for a bank of {} states",
                 bank.len(),
                 bank_states.len()
             ),
-        ));
+        });
     }
     let curve_path = out.join("curve.jsonl");
     let samples_path = out.join("samples.jsonl");
@@ -433,9 +421,7 @@ pub fn train_steering(
         beta: cfg.beta,
         normalisation: LossNormalisation::Grpo,
     };
-    let bar = progress_bar(opts.progress, cfg.rounds, &format!("steer {}", cfg.adapter));
-    bar.set_position(start as u64);
-    for round in start..cfg.rounds {
+    while let Some(round) = run.next_step() {
         let mut rng =
             StdRng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ round as u64);
         // 2. ε-greedy top-k.
@@ -657,28 +643,17 @@ pub fn train_steering(
         }
         curve.push(point);
         write_jsonl(&curve_path, &curve)?;
-        bar.inc(1);
-        let priorities: Vec<f32> = bank.priorities().to_vec();
-        swap_in_dir(&ckpt, |dir| -> Result<()> {
-            lm.save_adapter(id, &dir.join("adapter"), None)?;
-            let p = dir.join("optimizer.bpk");
-            optim.save(&p).map_err(|e| ckpt_err(&p, format!("{e:?}")))?;
-            let state = serde_json::to_string_pretty(&State {
-                round: round + 1,
-                priorities,
-                config: cfg.clone(),
-            })
-            .expect("serialises");
-            hier_backbone::write_atomic(&dir.join("state.json"), state.as_bytes())?;
-            Ok(())
-        })?;
-        if opts.stop_after.is_some_and(|s| round + 1 >= s) {
-            bar.finish_and_clear();
-            return Ok((lm, curve));
-        }
+        run.end_step(
+            || bank.priorities().to_vec(),
+            |dir| -> Result<()> {
+                lm.save_adapter(id, &dir.join("adapter"), None)?;
+                Ok(save_optimizer(&optim, dir, OPTIMIZER_FILE)?)
+            },
+        )?;
     }
-    bar.finish_and_clear();
-    lm.save_adapter(id, &out.join("adapter"), None)?;
+    if run.finish() {
+        lm.save_adapter(id, &out.join("adapter"), None)?;
+    }
     Ok((lm, curve))
 }
 

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use hier_backbone::{CausalLm, Tokenizer};
+use hier_backbone::{LoraConfig, TargetModule};
 use hier_envs::qa::env::{QaEnv, QaEnvConfig};
 use hier_envs::qa::world::{World, WorldConfig};
 use hier_envs::{Env, Split};
@@ -17,7 +18,7 @@ use hier_steering::steer_train::{BankState, StateRecord, SteerTrainConfig, train
 use hier_train::policy::{Reply, TextPolicy};
 use hier_train::pretrain::TinyModelConfig;
 use hier_train::runlog::RunOptions;
-use hier_train::sft::{add_seeded_adapter, lora_config};
+use hier_train::sft::add_seeded_adapter;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -199,13 +200,7 @@ fn tiny() -> (CausalLm, Tokenizer) {
     add_seeded_adapter(
         &mut lm,
         "steer-zero",
-        lora_config(
-            "steer-zero",
-            4,
-            8.0,
-            &["q_proj".to_owned(), "v_proj".to_owned()],
-        )
-        .unwrap(),
+        LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]),
         1,
     )
     .unwrap();
@@ -283,8 +278,8 @@ fn train(dir: &Path, stop_after: Option<usize>) -> Vec<StateRecord> {
     let mut envs: Vec<Box<dyn Env>> = (0..8).map(|_| Box::new(e.fork()) as Box<dyn Env>).collect();
     let mut exec = coin(&e, 0.4);
     let opts = RunOptions {
-        progress: false,
         stop_after,
+        ..Default::default()
     };
     train_steering(
         lm,

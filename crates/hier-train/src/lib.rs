@@ -3,7 +3,8 @@
 //! What both papers' pipelines share, and nothing of either method: roles as text policies
 //! and the episode trace ([`policy`]), prompts as token ids ([`prompt`]), LoRA SFT ([`sft`])
 //! and causal-LM pre-training of tiny backbones ([`pretrain`]) with one run-options type,
-//! config pinning, resumable checkpoints and metrics ([`runlog`], [`optim`]), token batches
+//! one trainer skeleton ([`trainer`]: config pinning, resumable
+//! checkpoints, metrics, progress, a per-step hook) with its bookkeeping ([`runlog`], [`optim`]), token batches
 //! ([`batching`]), cached resumable pipeline stages ([`stages`]), evaluation arithmetic
 //! ([`eval`], [`metrics`]) and chart primitives ([`charts`]). One error type, [`Error`].
 //!
@@ -23,7 +24,9 @@ pub mod prompt;
 pub mod runlog;
 pub mod sft;
 pub mod stages;
+pub mod trainer;
 
 pub use error::{Error, Result, StageError};
 pub use policy::{BackbonePolicy, Reply, TextPolicy, Trace};
 pub use runlog::RunOptions;
+pub use trainer::{LoopSpec, StepEvent, StepHook, TrainLoop};

@@ -20,9 +20,7 @@ use hier_backbone::burn::module::Module;
 use hier_backbone::burn::optim::{AdamWConfig, GradientsParams};
 use hier_backbone::burn::tensor::activation::log_softmax;
 use hier_backbone::burn::tensor::{Device, Int, Tensor, TensorData};
-use hier_backbone::{
-    BackboneError, Batch, CausalLm, Forward, ModelConfig, Tokenizer, train_bpe, write_atomic,
-};
+use hier_backbone::{BackboneError, Batch, CausalLm, Forward, ModelConfig, Tokenizer, train_bpe};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +28,7 @@ use crate::optim::clip_global_norm;
 
 use crate::error::{Error, Result};
 use crate::runlog::RunOptions;
+use crate::trainer::{LoopSpec, OPTIMIZER_FILE, TrainLoop, load_optimizer, save_optimizer};
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
@@ -206,12 +205,6 @@ pub struct PretrainReport {
     pub corpus_tokens: usize,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-struct CheckpointState {
-    step: usize,
-    config: PretrainConfig,
-}
-
 /// Mean next-token cross-entropy of `lm` on windows `[b, t+1]`.
 pub fn causal_lm_loss(
     lm: &CausalLm,
@@ -245,17 +238,15 @@ pub fn pretrain(
     opts: &RunOptions,
 ) -> Result<PretrainReport> {
     cfg.validate()?;
-    std::fs::create_dir_all(out).map_err(io(out))?;
-    let resolved = toml::to_string_pretty(cfg).expect("serialisable config");
-    let resolved_path = out.join("pretrain.toml");
-    if resolved_path.exists() {
-        let old = std::fs::read_to_string(&resolved_path).map_err(io(&resolved_path))?;
-        if old != resolved {
-            return Err(Error::Checkpoint { path: resolved_path, msg: "this directory holds a run with a different config; use another --out or delete it".into() });
-        }
-    } else {
-        write_atomic(&resolved_path, resolved.as_bytes())?;
-    }
+    let t = &cfg.train;
+    let spec = LoopSpec {
+        what: "pretrain".into(),
+        pin_file: "pretrain.toml",
+        pinned: toml::to_string_pretty(cfg).expect("serialisable config"),
+        total: t.steps,
+        checkpoint_every: t.checkpoint_every,
+    };
+    let mut run: TrainLoop<PretrainConfig> = TrainLoop::open(out, spec, cfg, opts)?;
 
     let docs = read_documents(corpus)?;
     let tok_path = out.join("tokenizer.json");
@@ -281,7 +272,6 @@ pub fn pretrain(
         stream.extend(tokenizer.encode(d, false)?);
         stream.push(eos);
     }
-    let t = &cfg.train;
     if stream.len() < t.seq_len + 2 {
         return Err(Error::Corpus(format!(
             "{} tokens cannot fill one window of {}",
@@ -290,47 +280,27 @@ pub fn pretrain(
         )));
     }
 
-    let ckpt = out.join("checkpoint");
-    let state_path = ckpt.join("state.json");
+    // β₂ 0.95, the usual pre-training setting (the adapter trainers use PyTorch's 0.999).
     let mut optim = AdamWConfig::new()
         .with_beta_1(0.9)
         .with_beta_2(0.95)
         .with_epsilon(1e-8)
         .with_weight_decay(t.weight_decay)
         .init();
-    let resumed = crate::runlog::resume_state(&state_path, cfg, |s: &CheckpointState| &s.config)?;
-    let (mut lm, start) = if let Some(state) = resumed {
-        let lm = CausalLm::load(&ckpt, device)?;
-        let opt_path = ckpt.join("optimizer.bpk");
-        optim = optim.load(&opt_path).map_err(|e| Error::Checkpoint {
-            path: opt_path.clone(),
-            msg: format!("{e:?}"),
-        })?;
-        (lm, state.step)
+    let mut lm = if run.take_resumed().is_some() {
+        let ckpt = run.checkpoint_dir();
+        optim = load_optimizer(optim, ckpt, OPTIMIZER_FILE)?;
+        CausalLm::load(ckpt, device)?
     } else {
-        (CausalLm::random(cfg.model_config()?, t.seed, device)?, 0)
+        CausalLm::random(cfg.model_config()?, t.seed, device)?
     };
     lm = lm.set_require_grad(true);
 
-    let metrics_path = out.join("metrics.jsonl");
-    crate::runlog::keep_metrics_up_to(&metrics_path, start).map_err(io(&metrics_path))?;
-    let bar = if opts.progress {
-        indicatif::ProgressBar::new(t.steps as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "pretrain {bar:30} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}",
-        )
-        .expect("template"),
-    );
-    bar.set_position(start as u64);
+    let start = run.start();
     let mut last_loss = f32::NAN;
     let mut window_losses = Vec::new();
     let started = std::time::Instant::now();
-    let mut step = start;
-    while step < t.steps {
+    while let Some(step) = run.next_step() {
         let mut rng =
             StdRng::seed_from_u64(t.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ step as u64);
         let windows: Vec<Vec<u32>> = (0..t.batch_size)
@@ -351,70 +321,35 @@ pub fn pretrain(
         let grad_norm = clip_global_norm(&lm, &mut grads, t.grad_clip);
         let lr = learning_rate(t, step);
         lm = optim.step(lr, lm, grads);
-        step += 1;
         window_losses.push(loss_value);
-        bar.inc(1);
-        if step % t.log_every == 0 || step == t.steps {
+        if run.logs_at(step, t.log_every) {
             last_loss = window_losses.iter().sum::<f32>() / window_losses.len() as f32;
             window_losses.clear();
-            let line = serde_json::json!({"step": step, "loss": last_loss, "lr": lr, "grad_norm": grad_norm,
-                "tokens_per_s": ((step - start) * t.batch_size * t.seq_len) as f64 / started.elapsed().as_secs_f64()});
-            crate::runlog::append_line(&metrics_path, &line.to_string())
-                .map_err(io(&metrics_path))?;
-            bar.set_message(format!("loss {last_loss:.3}"));
+            let tokens = (step + 1 - start) * t.batch_size * t.seq_len;
+            run.log(
+                serde_json::json!({"loss": last_loss, "lr": lr, "grad_norm": grad_norm,
+                "tokens_per_s": tokens as f64 / started.elapsed().as_secs_f64()}),
+            )?;
+            run.message(format!("loss {last_loss:.3}"));
         }
-        let stop_here = opts.stop_after.is_some_and(|s| step >= s);
-        if step % t.checkpoint_every == 0 || step == t.steps || stop_here {
-            save_checkpoint(&lm, &optim, cfg, step, &ckpt)?;
-        }
-        if stop_here {
-            break;
-        }
+        run.end_step(
+            || (),
+            |dir| -> Result<()> {
+                lm.save(dir)?;
+                save_optimizer(&optim, dir, OPTIMIZER_FILE)
+            },
+        )?;
     }
-    bar.finish_and_clear();
-    if step == t.steps {
+    let (steps_done, resumed_from) = (run.steps_done(), run.start());
+    if run.finish() {
         lm.save(out)?;
     }
     Ok(PretrainReport {
-        steps_done: step,
-        resumed_from: start,
+        steps_done,
+        resumed_from,
         last_loss,
         corpus_tokens: stream.len(),
     })
-}
-
-/// Writes the checkpoint into a fresh directory, then swaps it in, so a crash at any point
-/// leaves either the old or the new checkpoint whole.
-fn save_checkpoint(
-    lm: &CausalLm,
-    optim: &hier_backbone::burn::optim::ModuleOptimizer,
-    cfg: &PretrainConfig,
-    step: usize,
-    ckpt: &Path,
-) -> Result<()> {
-    let tmp = ckpt.with_extension("tmp");
-    let old = ckpt.with_extension("old");
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
-    lm.save(&tmp)?;
-    let opt_path = tmp.join("optimizer.bpk");
-    optim.save(&opt_path).map_err(|e| Error::Checkpoint {
-        path: opt_path.clone(),
-        msg: format!("{e:?}"),
-    })?;
-    let state = serde_json::to_string_pretty(&CheckpointState {
-        step,
-        config: cfg.clone(),
-    })
-    .expect("json");
-    write_atomic(&tmp.join("state.json"), state.as_bytes())?;
-    if ckpt.exists() {
-        let _ = std::fs::remove_dir_all(&old);
-        std::fs::rename(ckpt, &old).map_err(io(ckpt))?;
-    }
-    std::fs::rename(&tmp, ckpt).map_err(io(ckpt))?;
-    let _ = std::fs::remove_dir_all(&old);
-    Ok(())
 }
 
 #[cfg(test)]

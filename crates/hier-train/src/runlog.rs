@@ -118,14 +118,36 @@ pub fn progress_bar(show: bool, len: usize, what: &str) -> indicatif::ProgressBa
     bar
 }
 
-/// How a trainer runs, without changing what it computes: a progress bar, and an early stop
-/// (after checkpointing) once `stop_after` steps are done — to test resumption. Every trainer
-/// takes this one type.
-#[derive(Clone, Debug, Default)]
+/// How a trainer runs, without changing what it computes: a progress bar, an early stop
+/// (after checkpointing) once `stop_after` steps are done — to test resumption — and a hook
+/// called after every step. Every trainer takes this one type.
+#[derive(Clone, Default)]
 pub struct RunOptions {
     pub progress: bool,
     /// Stop (after checkpointing) once this many steps are done — to test resumption.
     pub stop_after: Option<usize>,
+    /// Called after every step of the trainer ([`crate::trainer::StepHook`]).
+    pub on_step: Option<crate::trainer::StepHook>,
+}
+
+impl RunOptions {
+    /// Runs to the end, with a progress bar when `progress`.
+    pub fn with_progress(progress: bool) -> Self {
+        Self {
+            progress,
+            ..Self::default()
+        }
+    }
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("progress", &self.progress)
+            .field("stop_after", &self.stop_after)
+            .field("on_step", &self.on_step.as_ref().map(|_| "<hook>"))
+            .finish()
+    }
 }
 
 /// Fails unless `path` is absent (then written) or holds exactly `resolved`.

@@ -12,13 +12,14 @@ use std::path::Path;
 
 use hier_backbone::burn::optim::GradientsParams;
 use hier_backbone::burn::tensor::{Tensor, TensorData};
-use hier_backbone::{AdapterId, CausalLm, Forward, LoraConfig, ScoreRequest, TargetModule};
+use hier_backbone::{AdapterId, CausalLm, Forward, LoraConfig, ScoreRequest};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::optim::clip_global_norm;
-use crate::runlog::{append_line, cosine_lr, keep_metrics_up_to, progress_bar, swap_in_dir};
+use crate::runlog::cosine_lr;
+use crate::trainer::{LoopSpec, OPTIMIZER_FILE, TrainLoop, load_optimizer, save_optimizer};
 
 use crate::error::{Error, Result};
 use crate::runlog::RunOptions;
@@ -29,10 +30,8 @@ use crate::runlog::RunOptions;
 pub struct SftConfig {
     /// Adapter name (`sys1`, `flat`, …).
     pub adapter: String,
-    /// LoRA rank, α and target modules (`q_proj`, `v_proj`, …). Authors: r 16, α 32.
-    pub r: usize,
-    pub alpha: f64,
-    pub target_modules: Vec<String>,
+    /// The adapter's rank, α, dropout and target modules. Authors: r 16, α 32, dropout 0.05.
+    pub lora: LoraConfig,
     pub steps: usize,
     /// Examples per step (drawn with replacement).
     pub batch_size: usize,
@@ -47,10 +46,6 @@ pub struct SftConfig {
 }
 
 impl SftConfig {
-    fn lora(&self) -> Result<LoraConfig> {
-        lora_config("sft", self.r, self.alpha, &self.target_modules)
-    }
-
     fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::Invalid(format!("sft: {m}")));
         if self.steps == 0 || self.batch_size == 0 {
@@ -65,25 +60,8 @@ impl SftConfig {
         if self.warmup_steps > self.steps {
             return bad("warmup_steps exceeds steps");
         }
-        self.lora().map(|_| ())
+        Ok(self.lora.check("sft")?)
     }
-}
-
-/// The LoRA config of `r`, `alpha` and named target modules; `what` prefixes the error.
-pub fn lora_config(
-    what: &str,
-    r: usize,
-    alpha: f64,
-    target_modules: &[String],
-) -> Result<LoraConfig> {
-    let targets = target_modules
-        .iter()
-        .map(|t| {
-            TargetModule::parse(t)
-                .ok_or_else(|| Error::Invalid(format!("{what}: unknown target module `{t}`")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(LoraConfig::new(r, alpha, &targets))
 }
 
 /// `(prompt, target)` pairs as requests to score the targets.
@@ -111,12 +89,6 @@ pub struct SftReport {
     /// Mean loss of the first and of the last logged window.
     pub first_loss: f32,
     pub last_loss: f32,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct State {
-    step: usize,
-    config: SftConfig,
 }
 
 /// Registers a fresh adapter with PEFT's initialisation (`A ~ U(±1/√in)`, `B = 0`, so the
@@ -163,6 +135,18 @@ pub fn add_seeded_adapter(
     Ok(lm.replace_adapter(name, config, pairs)?)
 }
 
+/// Registers adapter `name` as an exact copy of `from`, through its PEFT files written to
+/// `dir` (so the copy is what a reader of `dir` gets); a name already registered is replaced.
+pub fn copy_adapter(
+    lm: &mut CausalLm,
+    from: AdapterId,
+    name: &str,
+    dir: &Path,
+) -> Result<AdapterId> {
+    lm.save_adapter(from, dir, None)?;
+    Ok(lm.load_adapter(name, dir)?)
+}
+
 /// Mean NLL of the targets under `adapter` (train mode).
 pub fn sft_loss(
     lm: &CausalLm,
@@ -193,50 +177,25 @@ pub fn train_adapter(
     if examples.is_empty() {
         return Err(Error::Invalid("sft: no training examples".into()));
     }
-    std::fs::create_dir_all(out)?;
-    let resolved = serde_json::to_string_pretty(cfg).expect("config serialises");
-    let resolved_path = out.join("sft.json");
-    if resolved_path.exists() {
-        if std::fs::read_to_string(&resolved_path)? != resolved {
-            return Err(Error::Checkpoint {
-                path: resolved_path,
-                msg: "this directory holds a run with a different config; use another --out or \
-                      delete it"
-                    .into(),
-            });
-        }
-    } else {
-        hier_backbone::write_atomic(&resolved_path, resolved.as_bytes())?;
-    }
-
-    let ckpt = out.join("checkpoint");
-    let state_path = ckpt.join("state.json");
+    let spec = LoopSpec::json(
+        format!("sft {}", cfg.adapter),
+        "sft.json",
+        cfg,
+        cfg.steps,
+        cfg.checkpoint_every,
+    );
+    let mut run: TrainLoop<SftConfig> = TrainLoop::open(out, spec, cfg, opts)?;
     let mut optim = crate::optim::adamw(cfg.weight_decay);
-    let (id, start) = if let Some(state) =
-        crate::runlog::resume_state(&state_path, cfg, |s: &State| &s.config)?
-    {
-        let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
-        let opt_path = ckpt.join("optimizer.bpk");
-        optim = optim.load(&opt_path).map_err(|e| Error::Checkpoint {
-            path: opt_path.clone(),
-            msg: format!("{e:?}"),
-        })?;
-        (id, state.step)
+    let id = if run.take_resumed().is_some() {
+        let ckpt = run.checkpoint_dir();
+        optim = load_optimizer(optim, ckpt, OPTIMIZER_FILE)?;
+        lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?
     } else {
-        (
-            add_seeded_adapter(&mut lm, &cfg.adapter, cfg.lora()?, cfg.seed)?,
-            0,
-        )
+        add_seeded_adapter(&mut lm, &cfg.adapter, cfg.lora.clone(), cfg.seed)?
     };
-
-    let metrics = out.join("metrics.jsonl");
-    keep_metrics_up_to(&metrics, start)?;
-    let bar = progress_bar(opts.progress, cfg.steps, &format!("sft {}", cfg.adapter));
-    bar.set_position(start as u64);
     let (mut first_loss, mut last_loss) = (f32::NAN, f32::NAN);
     let mut window = Vec::new();
-    let mut step = start;
-    while step < cfg.steps {
+    while let Some(step) = run.next_step() {
         let mut rng =
             StdRng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ step as u64);
         let batch: Vec<SftExample> = (0..cfg.batch_size)
@@ -254,51 +213,33 @@ pub fn train_adapter(
         let grad_norm = clip_global_norm(&lm, &mut grads, cfg.grad_clip);
         let lr = cosine_lr(cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps, step);
         lm = optim.step(lr, lm, grads);
-        step += 1;
         window.push(value);
-        bar.inc(1);
-        if step % cfg.log_every == 0 || step == cfg.steps {
+        if run.logs_at(step, cfg.log_every) {
             last_loss = window.iter().sum::<f32>() / window.len() as f32;
             if first_loss.is_nan() {
                 first_loss = last_loss;
             }
             window.clear();
-            let line = serde_json::json!({"step": step, "loss": last_loss, "lr": lr,
-                "grad_norm": grad_norm});
-            append_line(&metrics, &line.to_string())?;
-            bar.set_message(format!("loss {last_loss:.3}"));
+            run.log(serde_json::json!({"loss": last_loss, "lr": lr, "grad_norm": grad_norm}))?;
+            run.message(format!("loss {last_loss:.3}"));
         }
-        let stop_here = opts.stop_after.is_some_and(|s| step >= s);
-        if step % cfg.checkpoint_every == 0 || step == cfg.steps || stop_here {
-            swap_in_dir(&ckpt, |dir| -> Result<()> {
+        run.end_step(
+            || (),
+            |dir| -> Result<()> {
                 lm.save_adapter(id, &dir.join("adapter"), None)?;
-                let opt_path = dir.join("optimizer.bpk");
-                optim.save(&opt_path).map_err(|e| Error::Checkpoint {
-                    path: opt_path.clone(),
-                    msg: format!("{e:?}"),
-                })?;
-                let state = serde_json::to_string_pretty(&State {
-                    step,
-                    config: cfg.clone(),
-                })
-                .expect("state serialises");
-                hier_backbone::write_atomic(&dir.join("state.json"), state.as_bytes())?;
-                Ok(())
-            })?;
-        }
-        if stop_here {
-            break;
-        }
+                save_optimizer(&optim, dir, OPTIMIZER_FILE)
+            },
+        )?;
     }
-    bar.finish_and_clear();
-    if step == cfg.steps {
+    let (steps_done, resumed_from) = (run.steps_done(), run.start());
+    if run.finish() {
         lm.save_adapter(id, &out.join("adapter"), None)?;
     }
     Ok((
         lm,
         SftReport {
-            steps_done: step,
-            resumed_from: start,
+            steps_done,
+            resumed_from,
             first_loss,
             last_loss,
         },
@@ -309,9 +250,7 @@ pub fn train_adapter(
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SftSpec {
-    pub r: usize,
-    pub alpha: f64,
-    pub target_modules: Vec<String>,
+    pub lora: LoraConfig,
     pub steps: usize,
     pub batch_size: usize,
     pub lr: f64,
@@ -324,9 +263,7 @@ pub struct SftSpec {
 pub fn sft_config(spec: &SftSpec, adapter: &str, seed: u64) -> SftConfig {
     SftConfig {
         adapter: adapter.into(),
-        r: spec.r,
-        alpha: spec.alpha,
-        target_modules: spec.target_modules.clone(),
+        lora: spec.lora.clone(),
         steps: spec.steps,
         batch_size: spec.batch_size,
         lr: spec.lr,

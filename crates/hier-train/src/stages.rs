@@ -83,10 +83,7 @@ pub fn backbone_stage<E: StageError>(
                     model: model.clone(),
                     train: train.clone(),
                 };
-                let opts = RunOptions {
-                    progress,
-                    stop_after: None,
-                };
+                let opts = RunOptions::with_progress(progress);
                 pretrain(&pc, &[text], &dir.join("model"), &device, &opts)?;
                 Ok(())
             })?;
@@ -219,10 +216,7 @@ pub fn sft_stage<E: StageError>(
 ) -> std::result::Result<PathBuf, E> {
     let dir = st.run(name, key, |dir| -> std::result::Result<(), E> {
         let ex = examples()?;
-        let opts = RunOptions {
-            progress,
-            stop_after: None,
-        };
+        let opts = RunOptions::with_progress(progress);
         *lm = train_adapter(take(lm), &ex, sft, dir, &opts)?.0;
         Ok(())
     })?;

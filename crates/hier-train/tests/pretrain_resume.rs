@@ -71,8 +71,8 @@ fn interrupted_run_resumes_to_identical_weights() {
         &cut,
         &device,
         &RunOptions {
-            progress: false,
             stop_after: Some(3),
+            ..Default::default()
         },
     )
     .unwrap();

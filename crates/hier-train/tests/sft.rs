@@ -6,7 +6,7 @@ use std::path::Path;
 use hier_backbone::burn::module::Param;
 use hier_backbone::burn::tensor::Device;
 use hier_backbone::weights::read_safetensors;
-use hier_backbone::{Batch, CausalLm, Forward};
+use hier_backbone::{Batch, CausalLm, Forward, LoraConfig, TargetModule};
 use hier_train::RunOptions;
 use hier_train::pretrain::TinyModelConfig;
 use hier_train::sft::{SftConfig, SftExample, train_adapter};
@@ -35,18 +35,18 @@ fn tiny(device: &Device) -> CausalLm {
 fn config(steps: usize) -> SftConfig {
     SftConfig {
         adapter: "sys1".into(),
-        r: 8,
-        alpha: 16.0,
-        target_modules: [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "up_proj",
-            "down_proj",
-        ]
-        .map(String::from)
-        .to_vec(),
+        lora: LoraConfig::new(
+            8,
+            16.0,
+            &[
+                TargetModule::Q,
+                TargetModule::K,
+                TargetModule::V,
+                TargetModule::O,
+                TargetModule::Up,
+                TargetModule::Down,
+            ],
+        ),
         steps,
         batch_size: 8,
         lr: 2e-2,
@@ -137,8 +137,8 @@ fn interrupted_run_resumes_to_the_same_adapter() {
     .unwrap();
     let cut = tmp.path().join("cut");
     let stop = RunOptions {
-        progress: false,
         stop_after: Some(4),
+        ..Default::default()
     };
     let (_, r) = train_adapter(tiny(&device), &examples(), &config(8), &cut, &stop).unwrap();
     assert_eq!(r.steps_done, 4);
@@ -183,8 +183,19 @@ fn interrupted_run_resumes_to_the_same_adapter() {
     .unwrap()
     .to_string();
     assert!(err.contains("different config"), "{err}");
+    // A misspelt module is refused where the config is read, by name.
+    let mut json = serde_json::to_value(config(8)).unwrap();
+    json["lora"]["target_modules"] = serde_json::json!(["q_proj", "qq_proj"]);
+    let err = serde_json::from_value::<SftConfig>(json)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`qq_proj`") && err.contains("down_proj"),
+        "{err}"
+    );
+    // So is an adapter that adapts nothing.
     let mut bad = config(8);
-    bad.target_modules = vec!["qq_proj".into()];
+    bad.lora.target_modules.clear();
     let err = train_adapter(
         tiny(&device),
         &examples(),
@@ -195,5 +206,5 @@ fn interrupted_run_resumes_to_the_same_adapter() {
     .err()
     .unwrap()
     .to_string();
-    assert!(err.contains("qq_proj"), "{err}");
+    assert!(err.contains("target_modules is empty"), "{err}");
 }

@@ -369,7 +369,7 @@ fn ablation_boxes(path: &Path, rows: &[AblationRow]) -> Drawn {
                     .map(|&y| Circle::new((x, y), 3, BLACK.filled())),
             )?;
             chart.draw_series(std::iter::once(Text::new(
-                r.variant.clone(),
+                r.variant.name(),
                 (x, lo - (hi - lo) * 0.01),
                 below.clone(),
             )))?;

@@ -17,7 +17,7 @@ pub mod profile;
 pub mod report;
 pub mod results;
 
-pub use profile::{AblationSpec, DataSpec, EvalSpec, Method, Profile, VARIANTS};
+pub use profile::{Ablation, AblationSpec, DataSpec, EvalSpec, Method, Profile};
 pub use results::{AblationCell, AblationRow, Cell, ablation_rows};
 
 use std::collections::BTreeMap;
@@ -26,6 +26,7 @@ use std::time::Instant;
 
 use hier_backbone::{CausalLm, Tokenizer};
 use hier_envs::{Env, Split, Task};
+use hier_rl_losses::Variant;
 
 use crate::demos::{BuildOptions, build_dataset};
 use crate::grpo::{GrpoConfig, train_grpo};
@@ -190,18 +191,18 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
             ..profile.eval.clone()
         };
         for &seed in &ab.seeds {
-            for variant in &ab.variants {
+            for &variant in &ab.variants {
                 let trained = ctx.variant(variant, seed)?;
                 let results = ctx.evaluate(
                     &format!("ablation-{variant}-s{seed}"),
-                    variant,
+                    variant.name(),
                     &trained,
                     &tasks,
                     &spec,
                 )?;
                 for (split, ts, _) in &tasks {
                     ablation_cells.push(AblationCell {
-                        variant: variant.clone(),
+                        variant,
                         seed,
                         env: *env_name,
                         split: *split,
@@ -220,6 +221,18 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
         st.records(),
         started.elapsed().as_secs_f64(),
     )
+}
+
+/// The online RL settings of a run on `env` under `variant`: the profile's (`base`) under the
+/// variant's objectives ([`OnlineRlConfig::under`]); the released code's ScienceWorld trainer
+/// also never samples the offline buffer (METHODS.md A.1, phase 3), so neither does
+/// `released-code` there.
+pub fn online_config(base: &OnlineRlConfig, variant: Variant, env: EnvKind) -> OnlineRlConfig {
+    let mut on = base.clone().under(variant);
+    if variant == Variant::ReleasedCode && env == EnvKind::Scienceworld {
+        on.offline_in_replay = false;
+    }
+    on
 }
 
 /// A method ready to evaluate: its agent, the stages it came from, and its online curve.
@@ -321,20 +334,19 @@ impl Ctx<'_, '_> {
         // The planner by RL must not take the name of the planner by SFT; Glider's offline
         // phase keeps training its SFT adapter.
         let adapter = self.name(if what == "sys1" { "sys1-rl" } else { what }, seed);
-        let mut off = OfflineRlConfig {
+        // Glider's offline phase is IQL without the anchor term, as vanilla-IQL's.
+        let variant = match what {
+            "iql" | "glider" => Variant::VanillaIql,
+            "released" => Variant::ReleasedCode,
+            "sys2" | "sys1" | "shared" => Variant::Multi2,
+            other => return Err(Error::Invalid(format!("no offline RL recipe `{other}`"))),
+        };
+        let off = OfflineRlConfig {
             adapter: adapter.clone(),
             seed,
             ..self.profile.offline.clone()
-        };
-        match what {
-            "iql" | "glider" => off.lambda = 0.0,
-            "released" => {
-                off.lambda = 0.0;
-                off.critic.tau = 0.5;
-            }
-            "sys2" | "sys1" | "shared" => {}
-            other => return Err(Error::Invalid(format!("no offline RL recipe `{other}`"))),
         }
+        .under(variant);
         let (tok, d, max_len) = (self.tok, self.d, self.max_len());
         let data = match what {
             "sys1" => planner_rl_examples(tok, &d.sys1, max_len)?,
@@ -370,32 +382,25 @@ impl Ctx<'_, '_> {
         })
     }
 
-    /// Online RL of an offline System 2 under `planner`: `sys2` (Multi²), `awac` (η = 0),
-    /// `released` (k1 KL), or any other name for the profile's settings.
+    /// Online RL of an offline System 2 under `planner`, trained under `variant`'s objectives
+    /// ([`online_config`]); `what` names the stage and the adapter (`sys2` for Multi²).
     fn online(
         &mut self,
         what: &str,
+        variant: Variant,
         seed: u64,
         planner: &Made,
         off: &Made,
     ) -> Result<(Made, Vec<CurvePoint>)> {
         let adapter = self.name(&format!("{what}-online"), seed);
-        let mut on = OnlineRlConfig {
+        let on = OnlineRlConfig {
             adapter: adapter.clone(),
             anchor: off.adapter.clone(),
             planner: planner.adapter.clone(),
             max_len: self.max_len(),
             seed,
-            ..self.profile.online.clone()
+            ..online_config(&self.profile.online, variant, self.env)
         };
-        match what {
-            "awac" => on.eta = 0.0,
-            "released" => {
-                on.kl = hier_rl_losses::KlKind::K1;
-                on.critic.tau = 0.5;
-            }
-            _ => {}
-        }
         let stage = match what {
             "sys2" => format!("online-{}", self.env),
             other => format!("online-{other}-{}", self.env),
@@ -421,10 +426,7 @@ impl Ctx<'_, '_> {
                 &train,
                 &on,
                 dir,
-                &RunOptions {
-                    progress: cfg.progress,
-                    stop_after: None,
-                },
+                &RunOptions::with_progress(cfg.progress),
             )?;
             *lm = m;
             Ok(())
@@ -465,10 +467,7 @@ impl Ctx<'_, '_> {
                 let mut envs =
                     open_envs(env, (g.tasks_per_iteration * g.group_size).min(parallel))?;
                 let train = envs[0].tasks(Split::Train)?;
-                let opts = RunOptions {
-                    progress: cfg.progress,
-                    stop_after: None,
-                };
+                let opts = RunOptions::with_progress(cfg.progress);
                 *lm = train_grpo(take(lm), tok, &mut envs, &train, &g, dir, &opts)?.0;
                 Ok(())
             })?;
@@ -491,7 +490,7 @@ impl Ctx<'_, '_> {
             Method::Multi2 => {
                 let sys1 = self.sft("sys1", seed)?;
                 let off = self.offline("sys2", seed)?;
-                let (on, curve) = self.online("sys2", seed, &sys1, &off)?;
+                let (on, curve) = self.online("sys2", Variant::Multi2, seed, &sys1, &off)?;
                 Trained {
                     curve: Some(curve),
                     ..hier(&sys1, &on, vec![&sys1, &off, &on])
@@ -529,44 +528,45 @@ impl Ctx<'_, '_> {
         })
     }
 
-    /// An ablation variant (METHODS.md A.2), trained with `seed`.
-    fn variant(&mut self, variant: &str, seed: u64) -> Result<Trained> {
-        Ok(match variant {
-            "multi2" => self.method(Method::Multi2, seed)?,
-            "flat" => self.method(Method::FlatSft, seed)?,
-            "multi2-offline" => {
+    /// An ablation (METHODS.md A.2), trained with `seed`.
+    fn variant(&mut self, ablation: Ablation, seed: u64) -> Result<Trained> {
+        Ok(match ablation {
+            Ablation::Multi2 => self.method(Method::Multi2, seed)?,
+            Ablation::Flat => self.method(Method::FlatSft, seed)?,
+            Ablation::Multi2Offline => {
                 let (s1, off) = (self.sft("sys1", seed)?, self.offline("sys2", seed)?);
                 hier(&s1, &off, vec![&s1, &off])
             }
-            "paradigm-swap" => {
+            Ablation::ParadigmSwap => {
                 let (s1, s2) = (self.offline("sys1", seed)?, self.sft("sys2", seed)?);
                 hier(&s1, &s2, vec![&s1, &s2])
             }
-            "only-sft" => {
+            Ablation::OnlySft => {
                 let (s1, s2) = (self.sft("sys1", seed)?, self.sft("sys2", seed)?);
                 hier(&s1, &s2, vec![&s1, &s2])
             }
-            "only-rl" => {
+            Ablation::OnlyRl => {
                 let (s1, off) = (self.offline("sys1", seed)?, self.offline("sys2", seed)?);
-                let (on, _) = self.online("only-rl", seed, &s1, &off)?;
+                let (on, _) = self.online("only-rl", Variant::Multi2, seed, &s1, &off)?;
                 hier(&s1, &on, vec![&s1, &off, &on])
             }
-            "shared-adapter" => {
+            Ablation::SharedAdapter => {
                 let sh = self.offline("shared", seed)?;
                 hier(&sh, &sh, vec![&sh])
             }
-            "vanilla-iql" | "vanilla-awac" | "released-code" => {
+            Ablation::VanillaIql | Ablation::VanillaAwac | Ablation::ReleasedCode => {
+                let variant = ablation.objectives().expect("an objectives ablation");
                 let s1 = self.sft("sys1", seed)?;
+                // Stage names of before the typed variants, so their stages are reused.
                 let (off_what, on_what) = match variant {
-                    "vanilla-iql" => ("iql", "iql"),
-                    "vanilla-awac" => ("sys2", "awac"),
+                    Variant::VanillaIql => ("iql", "iql"),
+                    Variant::VanillaAwac => ("sys2", "awac"),
                     _ => ("released", "released"),
                 };
                 let off = self.offline(off_what, seed)?;
-                let (on, _) = self.online(on_what, seed, &s1, &off)?;
+                let (on, _) = self.online(on_what, variant, seed, &s1, &off)?;
                 hier(&s1, &on, vec![&s1, &off, &on])
             }
-            other => return Err(Error::Invalid(format!("unknown ablation `{other}`"))),
         })
     }
 
@@ -645,10 +645,7 @@ fn offline_stage(
     init: Option<&Path>,
 ) -> Result<PathBuf> {
     let dir = st.run(name, key, |dir| -> Result<()> {
-        let opts = RunOptions {
-            progress,
-            stop_after: None,
-        };
+        let opts = RunOptions::with_progress(progress);
         *lm = train_offline_from(take(lm), data, off, dir, &opts, init)?.0;
         Ok(())
     })?;
@@ -662,6 +659,51 @@ mod tests {
 
     fn configs() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs/table1")
+    }
+
+    #[test]
+    fn the_released_code_row_runs_the_released_behaviour() {
+        use hier_rl_losses::{KlKind, OnlineCritic};
+        let p = Profile::from_file(&configs().join("small.toml")).unwrap();
+        let (base_off, base_on) = (&p.offline, &p.online);
+        assert_eq!(base_on.critic_form, OnlineCritic::QAndV);
+        assert!(base_on.offline_in_replay && base_off.lambda > 0.0);
+        // Multi² runs the profile's settings untouched, in every environment.
+        for env in [EnvKind::Scienceworld, EnvKind::Alfworld, EnvKind::Textcraft] {
+            assert_eq!(&online_config(base_on, Variant::Multi2, env), base_on);
+        }
+        assert_eq!(&base_off.clone().under(Variant::Multi2), base_off);
+        // The released code: SARSA critic with the trajectory-mean baseline, k1 KL, τ 0.5,
+        // no anchor term offline; on ScienceWorld no offline data in the online buffer.
+        let off = base_off.clone().under(Variant::ReleasedCode);
+        assert_eq!((off.lambda, off.critic.tau), (0.0, 0.5));
+        let sciw = online_config(base_on, Variant::ReleasedCode, EnvKind::Scienceworld);
+        assert_eq!(sciw.critic_form, OnlineCritic::SarsaTrajectoryMean);
+        assert_eq!((sciw.kl, sciw.critic.tau), (KlKind::K1, 0.5));
+        assert!(!sciw.offline_in_replay);
+        let alfw = online_config(base_on, Variant::ReleasedCode, EnvKind::Alfworld);
+        assert!(
+            alfw.offline_in_replay,
+            "their ALFWorld trainer mixes offline data"
+        );
+        assert_eq!(alfw.critic_form, OnlineCritic::SarsaTrajectoryMean);
+        // The other objective ablations change exactly their own setting.
+        let awac = online_config(base_on, Variant::VanillaAwac, EnvKind::Scienceworld);
+        assert_eq!(
+            awac,
+            OnlineRlConfig {
+                eta: 0.0,
+                ..base_on.clone()
+            }
+        );
+        let iql = base_off.clone().under(Variant::VanillaIql);
+        assert_eq!(
+            iql,
+            OfflineRlConfig {
+                lambda: 0.0,
+                ..base_off.clone()
+            }
+        );
     }
 
     #[test]
@@ -702,7 +744,7 @@ mod tests {
         std::fs::write(&bad, text.replace("\"only-sft\",", "\"only-sfts\",")).unwrap();
         let err = Profile::from_file(&bad).unwrap_err().to_string();
         assert!(
-            err.contains("unknown ablation variant `only-sfts`"),
+            err.contains("unknown variant `only-sfts`") && err.contains("paradigm-swap"),
             "{err}"
         );
     }

@@ -13,6 +13,7 @@ use crate::grpo::GrpoConfig;
 use crate::offline_rl::OfflineRlConfig;
 use crate::online_rl::OnlineRlConfig;
 use crate::react::PromptedSpec;
+use hier_rl_losses::Variant;
 use hier_train::sft::SftSpec;
 use hier_train::stages::BackboneSpec;
 
@@ -78,28 +79,90 @@ pub struct AblationSpec {
     pub env: EnvKind,
     /// Training seeds (the profile's seed reuses the main table's stages).
     pub seeds: Vec<u64>,
-    /// Names from [`VARIANTS`].
-    pub variants: Vec<String>,
+    pub variants: Vec<Ablation>,
     /// Evaluation: tasks per split (a spread subset of the main table's) and sampling seeds.
     pub tasks_per_split: usize,
     pub eval_seeds: Vec<u64>,
 }
 
-/// The ablation variants: Multi² itself, Multi² before its online phase, System 1 by RL with
-/// System 2 by SFT, both by SFT, both by RL, one flat model, one adapter for both roles, no
-/// policy-anchored term, no KL anchor, and the authors' released-code behaviour.
-pub const VARIANTS: [&str; 10] = [
-    "multi2",
-    "multi2-offline",
-    "paradigm-swap",
-    "only-sft",
-    "only-rl",
-    "flat",
-    "shared-adapter",
-    "vanilla-iql",
-    "vanilla-awac",
-    "released-code",
-];
+/// An ablation of METHODS.md A.2. Serialised (profiles, stage names, tables) as its
+/// [`name`](Self::name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ablation {
+    /// Multi² itself.
+    Multi2,
+    /// Multi² before its online phase.
+    Multi2Offline,
+    /// System 1 by (offline) RL, System 2 by SFT.
+    ParadigmSwap,
+    /// Both roles by SFT.
+    OnlySft,
+    /// Both roles by RL.
+    OnlyRl,
+    /// One flat model (flat SFT).
+    Flat,
+    /// One adapter for both roles.
+    SharedAdapter,
+    /// [`Variant::VanillaIql`]: no policy-anchored term (λ = 0).
+    VanillaIql,
+    /// [`Variant::VanillaAwac`]: no KL anchor (η = 0).
+    VanillaAwac,
+    /// [`Variant::ReleasedCode`]: the authors' released behaviour (τ 0.5, λ 0, KL k1, SARSA
+    /// critic with a trajectory-mean baseline), and on ScienceWorld an online phase that never
+    /// samples the offline buffer.
+    ReleasedCode,
+}
+
+impl Ablation {
+    /// Every ablation, in the order of the paper's figures.
+    pub const ALL: [Ablation; 10] = [
+        Ablation::Multi2,
+        Ablation::Multi2Offline,
+        Ablation::ParadigmSwap,
+        Ablation::OnlySft,
+        Ablation::OnlyRl,
+        Ablation::Flat,
+        Ablation::SharedAdapter,
+        Ablation::VanillaIql,
+        Ablation::VanillaAwac,
+        Ablation::ReleasedCode,
+    ];
+
+    /// Its name in profiles, stage names and tables (`paradigm-swap`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Ablation::Multi2 => "multi2",
+            Ablation::Multi2Offline => "multi2-offline",
+            Ablation::ParadigmSwap => "paradigm-swap",
+            Ablation::OnlySft => "only-sft",
+            Ablation::OnlyRl => "only-rl",
+            Ablation::Flat => "flat",
+            Ablation::SharedAdapter => "shared-adapter",
+            Ablation::VanillaIql => "vanilla-iql",
+            Ablation::VanillaAwac => "vanilla-awac",
+            Ablation::ReleasedCode => "released-code",
+        }
+    }
+
+    /// The objectives variant of System 2's RL this ablation trains under, for those that
+    /// differ from Multi² in their objectives only (`hier_rl_losses::Variant`, the one
+    /// definition of what each changes).
+    pub fn objectives(self) -> Option<Variant> {
+        match self {
+            Ablation::VanillaIql => Some(Variant::VanillaIql),
+            Ablation::VanillaAwac => Some(Variant::VanillaAwac),
+            Ablation::ReleasedCode => Some(Variant::ReleasedCode),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Ablation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// A method of Table 1. Serialised (profiles, stage keys, tables) as its [`name`](Self::name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -211,11 +274,6 @@ impl Profile {
                     "ablations.env = `{}` is not among envs {:?}",
                     a.env,
                     self.envs.iter().map(|e| e.name()).collect::<Vec<_>>()
-                )));
-            }
-            if let Some(v) = a.variants.iter().find(|v| !VARIANTS.contains(&v.as_str())) {
-                return Err(Error::Invalid(format!(
-                    "unknown ablation variant `{v}`: expected one of {VARIANTS:?}"
                 )));
             }
             if a.seeds.is_empty() || a.eval_seeds.is_empty() || a.tasks_per_split == 0 {

@@ -6,12 +6,12 @@ use hier_train::eval::Summary;
 use serde::{Deserialize, Serialize};
 
 use crate::envs::EnvKind;
-use crate::table1::profile::{Method, Profile};
+use crate::table1::profile::{Ablation, Method, Profile};
 
 /// One ablation result: a variant trained with one seed, on one split.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AblationCell {
-    pub variant: String,
+    pub variant: Ablation,
     pub seed: u64,
     pub env: EnvKind,
     pub split: Split,
@@ -30,7 +30,7 @@ pub struct Cell {
 /// One variant's ablation results on one split: success % and mean final score per seed.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AblationRow {
-    pub variant: String,
+    pub variant: Ablation,
     pub split: Split,
     pub seeds: Vec<u64>,
     pub success: Vec<f64>,
@@ -43,17 +43,17 @@ pub fn ablation_rows(profile: &Profile, cells: &[AblationCell]) -> Vec<AblationR
         return Vec::new();
     };
     let mut rows = Vec::new();
-    for v in &ab.variants {
+    for &v in &ab.variants {
         for split in [Split::Id, Split::Ood] {
             let xs: Vec<&AblationCell> = cells
                 .iter()
-                .filter(|c| &c.variant == v && c.split == split)
+                .filter(|c| c.variant == v && c.split == split)
                 .collect();
             if xs.is_empty() {
                 continue;
             }
             rows.push(AblationRow {
-                variant: v.clone(),
+                variant: v,
                 split,
                 seeds: xs.iter().map(|c| c.seed).collect(),
                 success: xs.iter().map(|c| c.summary.success.mean).collect(),

@@ -1,0 +1,414 @@
+//! The one skeleton every trainer runs on: config pinning, resumption, the metrics file, the
+//! progress bar, checkpoint cadence, early stops and a per-step hook.
+//!
+//! A trainer opens a [`TrainLoop`], takes what it resumes from, and drives the loop itself —
+//! the body (what one step computes) is the only part that differs between trainers:
+//!
+//! ```text
+//! let mut run = TrainLoop::open(out, spec, cfg, opts)?;      // pins the config, reads the checkpoint
+//! let extra = match run.take_resumed() { Some(x) => /* load parts from run.checkpoint_dir() */,
+//!                                        None => /* fresh init */ };
+//! while let Some(step) = run.next_step() {                   // 0-based index of the step to do
+//!     /* compute, update */
+//!     run.log(json!({"loss": …}))?;                          // optional; "step" is added
+//!     run.end_step(|| extra.clone(), |dir| save_parts(dir))?; // checkpoints when due
+//! }
+//! if run.finish() { /* all steps done: write the final artefacts */ }
+//! ```
+//!
+//! Invariants: `<out>/<pin file>` holds the config the directory was started with (another
+//! config is refused); `<out>/checkpoint/` is replaced whole ([`swap_in_dir`]) and its
+//! `state.json` holds `{step, config, extra}`; `metrics.jsonl` never holds a line of a step
+//! after the checkpoint a run resumes from; a stop on request (`stop_after`, or the hook)
+//! happens only right after a checkpoint.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+use crate::runlog::{
+    RunOptions, append_line, keep_metrics_up_to, pin_config, progress_bar, resume_state,
+    swap_in_dir,
+};
+
+/// What a step hook sees after each step (before the checkpoint decision).
+#[derive(Clone, Copy, Debug)]
+pub struct StepEvent<'a> {
+    /// The trainer's label (`sft sys1`, `online rl sys2_on`, …).
+    pub what: &'a str,
+    /// Steps done, this one included.
+    pub step: usize,
+    /// Steps of the whole run.
+    pub total: usize,
+    /// The metric line logged at this step, if any.
+    pub metrics: Option<&'a serde_json::Value>,
+}
+
+/// Called after every step of every trainer; `ControlFlow::Break` stops the run after
+/// checkpointing this step (as `stop_after` does) — for memory watchdogs, time budgets, tests.
+pub type StepHook = Arc<dyn Fn(StepEvent<'_>) -> ControlFlow<()> + Send + Sync>;
+
+/// How a trainer lays out its run.
+#[derive(Clone, Debug)]
+pub struct LoopSpec {
+    /// Label of the progress bar, the hook's events and errors (`sft sys1`).
+    pub what: String,
+    /// The file in `out` that pins the config (`sft.json`, `pretrain.toml`).
+    pub pin_file: &'static str,
+    /// The config as pinned (`serde_json::to_string_pretty(cfg)`, or TOML).
+    pub pinned: String,
+    /// Steps (iterations, rounds) of the whole run; positive.
+    pub total: usize,
+    /// Checkpoint after every this many steps (and after the last, and at a stop); positive.
+    pub checkpoint_every: usize,
+}
+
+impl LoopSpec {
+    /// A run labelled `what` of `total` steps whose config is pinned as pretty JSON in
+    /// `pin_file`.
+    pub fn json<C: Serialize>(
+        what: String,
+        pin_file: &'static str,
+        config: &C,
+        total: usize,
+        checkpoint_every: usize,
+    ) -> Self {
+        Self {
+            what,
+            pin_file,
+            pinned: serde_json::to_string_pretty(config).expect("a config serialises"),
+            total,
+            checkpoint_every,
+        }
+    }
+}
+
+/// The resumable state every checkpoint holds: steps done, the config that wrote it, and what
+/// the trainer needs beyond its tensors (`extra`: a replay buffer, bank priorities, `()`).
+#[derive(Debug, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrainState<C, X> {
+    step: usize,
+    config: C,
+    extra: X,
+}
+
+/// One trainer run in `out` (see the module docs).
+pub struct TrainLoop<C, X = ()> {
+    spec: LoopSpec,
+    config: C,
+    ckpt: PathBuf,
+    metrics: PathBuf,
+    hook: Option<StepHook>,
+    stop_after: Option<usize>,
+    bar: indicatif::ProgressBar,
+    start: usize,
+    step: usize,
+    stopped: bool,
+    resumed: Option<X>,
+    last_line: Option<serde_json::Value>,
+}
+
+impl<C, X> TrainLoop<C, X>
+where
+    C: Serialize + DeserializeOwned + PartialEq + Clone,
+    X: Serialize + DeserializeOwned,
+{
+    /// Creates `out`, pins the config (refusing a directory of another config), reads the
+    /// checkpoint written by this config if there is one, and trims `metrics.jsonl` to it.
+    pub fn open(out: &Path, spec: LoopSpec, config: &C, opts: &RunOptions) -> Result<Self> {
+        if spec.total == 0 || spec.checkpoint_every == 0 {
+            return Err(Error::Invalid(format!(
+                "{}: the number of steps and the checkpoint interval must be positive",
+                spec.what
+            )));
+        }
+        std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+        pin_config(&out.join(spec.pin_file), &spec.pinned)?;
+        let ckpt = out.join("checkpoint");
+        let state: Option<TrainState<C, X>> =
+            resume_state(&ckpt.join("state.json"), config, |s: &TrainState<C, X>| {
+                &s.config
+            })?;
+        let (start, resumed) = match state {
+            Some(s) if s.step > spec.total => {
+                return Err(Error::checkpoint(
+                    ckpt.join("state.json"),
+                    format!("{} steps done, the run has {}", s.step, spec.total),
+                ));
+            }
+            Some(s) => (s.step, Some(s.extra)),
+            None => (0, None),
+        };
+        let metrics = out.join("metrics.jsonl");
+        keep_metrics_up_to(&metrics, start).map_err(|e| Error::io(&metrics, e))?;
+        let bar = progress_bar(opts.progress, spec.total, &spec.what);
+        bar.set_position(start as u64);
+        Ok(Self {
+            config: config.clone(),
+            ckpt,
+            metrics,
+            hook: opts.on_step.clone(),
+            stop_after: opts.stop_after,
+            bar,
+            start,
+            step: start,
+            stopped: false,
+            resumed,
+            last_line: None,
+            spec,
+        })
+    }
+
+    /// What the checkpoint held beyond the tensors (`None`: a fresh run). The tensors and
+    /// optimiser states are in [`TrainLoop::checkpoint_dir`].
+    pub fn take_resumed(&mut self) -> Option<X> {
+        self.resumed.take()
+    }
+
+    /// Whether this run continues a checkpoint.
+    pub fn is_resumed(&self) -> bool {
+        self.start > 0
+    }
+
+    /// `<out>/checkpoint`, where [`TrainLoop::end_step`]'s `save` wrote the trainer's parts.
+    pub fn checkpoint_dir(&self) -> &Path {
+        &self.ckpt
+    }
+
+    /// Steps done when this invocation started (0 unless resumed).
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Steps done so far.
+    pub fn steps_done(&self) -> usize {
+        self.step
+    }
+
+    /// The label of this run.
+    pub fn what(&self) -> &str {
+        &self.spec.what
+    }
+
+    /// The 0-based index of the next step, or `None` when the run is complete or stopped.
+    pub fn next_step(&mut self) -> Option<usize> {
+        (!self.stopped && self.step < self.spec.total).then_some(self.step)
+    }
+
+    /// Whether the step being done (0-based `step`) is the last of a logging window of
+    /// `every` steps (or the run's last step).
+    pub fn logs_at(&self, step: usize, every: usize) -> bool {
+        (step + 1).is_multiple_of(every.max(1)) || step + 1 == self.spec.total
+    }
+
+    /// Appends `line` (a JSON object) to `metrics.jsonl` with `"step"` set to the steps done
+    /// once this step ends.
+    pub fn log(&mut self, mut line: serde_json::Value) -> Result<()> {
+        line["step"] = (self.step + 1).into();
+        append_line(&self.metrics, &line.to_string()).map_err(|e| Error::io(&self.metrics, e))?;
+        self.last_line = Some(line);
+        Ok(())
+    }
+
+    /// Sets the progress bar's message.
+    pub fn message(&self, msg: impl Into<std::borrow::Cow<'static, str>>) {
+        self.bar.set_message(msg);
+    }
+
+    /// Ends the current step: counts it, calls the hook, and — when a checkpoint is due (every
+    /// `checkpoint_every` steps, after the last one, or before a stop) — fills a fresh
+    /// checkpoint directory with `save` and `{step, config, extra()}` and swaps it in.
+    /// Returns whether the run stops here on request.
+    pub fn end_step<E>(
+        &mut self,
+        extra: impl FnOnce() -> X,
+        save: impl FnOnce(&Path) -> std::result::Result<(), E>,
+    ) -> std::result::Result<bool, E>
+    where
+        E: From<Error> + From<std::io::Error>,
+    {
+        self.step += 1;
+        self.bar.inc(1);
+        let line = self.last_line.take();
+        let hook_stop = self.hook.as_ref().is_some_and(|h| {
+            h(StepEvent {
+                what: &self.spec.what,
+                step: self.step,
+                total: self.spec.total,
+                metrics: line.as_ref(),
+            })
+            .is_break()
+        });
+        let stop = hook_stop || self.stop_after.is_some_and(|s| self.step >= s);
+        let due =
+            self.step.is_multiple_of(self.spec.checkpoint_every) || self.step == self.spec.total;
+        if due || stop {
+            let state = TrainState {
+                step: self.step,
+                config: &self.config,
+                extra: extra(),
+            };
+            let json = serde_json::to_string(&state).expect("a train state serialises");
+            swap_in_dir(&self.ckpt, |dir| -> std::result::Result<(), E> {
+                save(dir)?;
+                hier_backbone::write_atomic(&dir.join("state.json"), json.as_bytes())
+                    .map_err(Error::from)?;
+                Ok(())
+            })?;
+        }
+        self.stopped = stop && self.step < self.spec.total;
+        Ok(self.stopped)
+    }
+
+    /// Clears the bar; `true` when every step is done (write the final artefacts then),
+    /// `false` when the run stopped on request.
+    pub fn finish(self) -> bool {
+        self.bar.finish_and_clear();
+        self.step == self.spec.total
+    }
+}
+
+/// Saves an optimiser's state as `<dir>/<file>`.
+pub fn save_optimizer(
+    optim: &hier_backbone::burn::optim::ModuleOptimizer,
+    dir: &Path,
+    file: &str,
+) -> Result<()> {
+    let p = dir.join(file);
+    optim
+        .save(&p)
+        .map_err(|e| Error::checkpoint(&p, format!("{e:?}")))
+}
+
+/// Loads the optimiser state saved by [`save_optimizer`] into `optim`.
+pub fn load_optimizer(
+    optim: hier_backbone::burn::optim::ModuleOptimizer,
+    dir: &Path,
+    file: &str,
+) -> Result<hier_backbone::burn::optim::ModuleOptimizer> {
+    let p = dir.join(file);
+    optim
+        .load(&p)
+        .map_err(|e| Error::checkpoint(&p, format!("{e:?}")))
+}
+
+/// The file every single-optimiser trainer keeps its optimiser state in.
+pub const OPTIMIZER_FILE: &str = "optimizer.bpk";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    fn spec(total: usize, every: usize) -> LoopSpec {
+        LoopSpec {
+            what: "test".into(),
+            pin_file: "test.json",
+            pinned: "{\"a\": 1}".into(),
+            total,
+            checkpoint_every: every,
+        }
+    }
+
+    /// A toy trainer: sums the step indices, checkpointing the running sum as `extra`.
+    fn run(out: &Path, opts: &RunOptions, total: usize) -> (usize, bool, Vec<usize>) {
+        let mut run: TrainLoop<u32, usize> =
+            TrainLoop::open(out, spec(total, 3), &1, opts).unwrap();
+        let mut sum = run.take_resumed().unwrap_or(0);
+        let mut saved = Vec::new();
+        while let Some(step) = run.next_step() {
+            sum += step;
+            if run.logs_at(step, 2) {
+                run.log(serde_json::json!({"sum": sum})).unwrap();
+            }
+            let s = sum;
+            run.end_step(
+                || s,
+                |_dir| -> Result<()> {
+                    saved.push(step + 1);
+                    Ok(())
+                },
+            )
+            .unwrap();
+        }
+        (sum, run.finish(), saved)
+    }
+
+    #[test]
+    fn a_stopped_run_resumes_to_the_uninterrupted_result() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (full, done, saved) = run(&tmp.path().join("a"), &RunOptions::default(), 7);
+        assert_eq!((full, done), ((0..7).sum(), true));
+        assert_eq!(saved, vec![3, 6, 7], "every 3 steps and after the last");
+
+        let b = tmp.path().join("b");
+        let stop = RunOptions {
+            stop_after: Some(4),
+            ..Default::default()
+        };
+        let (part, done, saved) = run(&b, &stop, 7);
+        assert_eq!((part, done), ((0..4).sum(), false));
+        assert_eq!(saved, vec![3, 4], "a stop checkpoints first");
+        // A metric line past the checkpoint (a crash after logging) is dropped on resume.
+        append_line(&b.join("metrics.jsonl"), r#"{"step": 5, "sum": -1}"#).unwrap();
+        let (resumed, done, _) = run(&b, &RunOptions::default(), 7);
+        assert_eq!((resumed, done), (full, true));
+        let steps: Vec<u64> = std::fs::read_to_string(b.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["step"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(steps, vec![2, 4, 6, 7]);
+    }
+
+    #[test]
+    fn the_hook_sees_every_step_and_can_stop_the_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let opts = RunOptions {
+            on_step: Some(Arc::new(move |e: StepEvent<'_>| {
+                log.lock().unwrap().push((e.step, e.metrics.is_some()));
+                if e.step == 5 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })),
+            ..Default::default()
+        };
+        let (_, done, saved) = run(tmp.path(), &opts, 7);
+        assert!(!done);
+        assert_eq!(saved, vec![3, 5]);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![(1, false), (2, true), (3, false), (4, true), (5, false)]
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_of_another_config_or_past_the_end_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = RunOptions::default();
+        run(tmp.path(), &opts, 7);
+        let other: Result<TrainLoop<u32, usize>> =
+            TrainLoop::open(tmp.path(), spec(7, 3), &2, &opts);
+        assert!(matches!(other, Err(Error::Checkpoint { .. })));
+        let mut shorter = spec(5, 3);
+        shorter.pinned = "{\"a\": 1}".into();
+        let past: Result<TrainLoop<u32, usize>> = TrainLoop::open(tmp.path(), shorter, &1, &opts);
+        match past {
+            Err(Error::Checkpoint { msg, .. }) => assert!(msg.contains("7 steps done"), "{msg}"),
+            _ => panic!("a checkpoint past the end must be refused"),
+        }
+    }
+}
