@@ -20,8 +20,7 @@ use hier_envs::{Env, Split, Task};
 use crate::data::{QaData, hex};
 use crate::error::{Error, Result};
 pub use crate::profile::{
-    ExecutorSpec, METHODS, QaFiles, QaSpec, SteerEvalSpec, SteeringProfile, method_label,
-    profile_path,
+    ExecutorSpec, QaFiles, QaSpec, SteerEvalSpec, SteerMethod, SteeringProfile, profile_path,
 };
 pub use crate::results::{Evaluation, QaResult, SteeringRun};
 use crate::search_agent::{CALL_TAGS, SearchDemo, demonstrations, rollout_search};
@@ -364,35 +363,34 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
 
     // 8. Evaluation: every method with the training executor, the τ sweep, and transfer.
     let test = data.test_tasks(p.eval.tasks)?;
-    let upstream = |m: &str| match m {
-        "none" => String::new(),
-        "rl" => Stages::upstream(&rl_dir),
-        "filtered-bc" => format!("bc-of-{}", Stages::upstream(&rl_dir)),
-        _ => Stages::upstream(&zero_dir),
+    let upstream = |m: SteerMethod| match m {
+        SteerMethod::None => String::new(),
+        SteerMethod::Rl => Stages::upstream(&rl_dir),
+        SteerMethod::FilteredBc => format!("bc-of-{}", Stages::upstream(&rl_dir)),
+        SteerMethod::ZeroShot | SteerMethod::Planning | SteerMethod::Verification => {
+            Stages::upstream(&zero_dir)
+        }
     };
     let mut evaluations = Vec::new();
     for (x, (executor, player)) in executors.iter().zip(&mut players).enumerate() {
-        let jobs: Vec<(&str, Option<f64>)> = if x == 0 {
-            let mut jobs: Vec<(&str, Option<f64>)> = METHODS
+        let jobs: Vec<(SteerMethod, Option<f64>)> = if x == 0 {
+            let mut jobs: Vec<(SteerMethod, Option<f64>)> = SteerMethod::ALL
                 .iter()
-                .map(|m| {
-                    let steered = matches!(*m, "zero-shot" | "filtered-bc" | "rl");
-                    (*m, steered.then_some(p.steer.tau))
-                })
+                .map(|&m| (m, m.gated().then_some(p.steer.tau)))
                 .collect();
             jobs.extend(
                 p.eval
                     .taus
                     .iter()
                     .filter(|t| **t != p.steer.tau)
-                    .map(|t| ("rl", Some(*t))),
+                    .map(|t| (SteerMethod::Rl, Some(*t))),
             );
             jobs
         } else {
             vec![
-                ("none", None),
-                ("zero-shot", Some(p.steer.tau)),
-                ("rl", Some(p.steer.tau)),
+                (SteerMethod::None, None),
+                (SteerMethod::ZeroShot, Some(p.steer.tau)),
+                (SteerMethod::Rl, Some(p.steer.tau)),
             ]
         };
         for (method, tau) in jobs {
@@ -411,7 +409,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
                 let (results, slow_path_runs) =
                     evaluate(&lm, &tok, &data, &test, p, method, player, tau)?;
                 let e = Evaluation {
-                    method: method.into(),
+                    method,
                     executor: executor.name.clone(),
                     tau,
                     results,
@@ -441,22 +439,16 @@ fn evaluate(
     data: &QaData,
     tasks: &[Task],
     p: &SteeringProfile,
-    method: &str,
+    method: SteerMethod,
     executor: &Player<'_>,
     tau: Option<f64>,
 ) -> Result<(Vec<QaResult>, usize)> {
     let lm = lm.valid();
     let env = &data.eval_env;
-    let steer_adapter = match method {
-        "none" => None,
-        "rl" => Some("steer-rl"),
-        "filtered-bc" => Some("steer-bc"),
-        "zero-shot" | "planning" | "verification" => Some("steer-zero"),
-        other => return Err(Error::Invalid(format!("unknown steering method `{other}`"))),
-    };
+    let steer_adapter = method.adapter();
     let schedule = match method {
-        "planning" => Schedule::PlanFirst,
-        "verification" => Schedule::Verify,
+        SteerMethod::Planning => Schedule::PlanFirst,
+        SteerMethod::Verification => Schedule::Verify,
         _ => Schedule::Gated,
     };
     let mut envs = forks(env, p.eval.parallel);
@@ -468,7 +460,7 @@ fn evaluate(
             let mut policy = executor.policy(&lm, tok, &p.executor_sampling, s)?;
             let envs = &mut envs[..chunk.len()];
             let episodes = match steer_adapter {
-                None => rollout_search(envs, chunk, &mut policy, None, method)?,
+                None => rollout_search(envs, chunk, &mut policy, None, method.name())?,
                 Some(a) => {
                     let mut config = p.steer.clone();
                     config.tau = tau.unwrap_or(p.steer.tau);
@@ -476,7 +468,8 @@ fn evaluate(
                     let id = lm.adapter_id(a)?;
                     let mut agent =
                         SteeringAgent::new(&lm, tok, Some(id), config)?.with_schedule(schedule);
-                    let eps = rollout_search(envs, chunk, &mut policy, Some(&mut agent), method)?;
+                    let eps =
+                        rollout_search(envs, chunk, &mut policy, Some(&mut agent), method.name())?;
                     slow_runs += agent.log.iter().filter(|r| r.output.is_some()).count();
                     eps
                 }

@@ -300,26 +300,84 @@ impl SteeringProfile {
     }
 }
 
-/// The comparison methods of METHODS.md B, in table order.
-pub const METHODS: [&str; 6] = [
-    "none",
-    "zero-shot",
-    "planning",
-    "verification",
-    "filtered-bc",
-    "rl",
-];
+/// A comparison method of METHODS.md B. Serialised (stage names and keys, evaluations, tables)
+/// as its [`name`](Self::name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SteerMethod {
+    /// The executor alone.
+    None,
+    /// The steering agent's base (its untrained adapter), gated by its fast path.
+    ZeroShot,
+    /// A supervisor that writes a plan before the first turn.
+    Planning,
+    /// A supervisor that checks every answer before it is accepted.
+    Verification,
+    /// The steering agent trained by filtered behaviour cloning of its best samples.
+    FilteredBc,
+    /// The steering agent trained by GRPO + RankNet (the paper's method).
+    Rl,
+}
 
-/// What each method is, for tables and figures.
-pub fn method_label(m: &str) -> &'static str {
-    match m {
-        "none" => "No steering",
-        "zero-shot" => "Zero-shot steering",
-        "planning" => "Planning supervisor",
-        "verification" => "Verification supervisor",
-        "filtered-bc" => "Filtered BC steering",
-        "rl" => "RL steering (ours)",
-        _ => "?",
+impl SteerMethod {
+    /// Every method, in table order.
+    pub const ALL: [SteerMethod; 6] = [
+        SteerMethod::None,
+        SteerMethod::ZeroShot,
+        SteerMethod::Planning,
+        SteerMethod::Verification,
+        SteerMethod::FilteredBc,
+        SteerMethod::Rl,
+    ];
+
+    /// Its name in stage names, evaluations and tables (`filtered-bc`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SteerMethod::None => "none",
+            SteerMethod::ZeroShot => "zero-shot",
+            SteerMethod::Planning => "planning",
+            SteerMethod::Verification => "verification",
+            SteerMethod::FilteredBc => "filtered-bc",
+            SteerMethod::Rl => "rl",
+        }
+    }
+
+    /// How tables and figures name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            SteerMethod::None => "No steering",
+            SteerMethod::ZeroShot => "Zero-shot steering",
+            SteerMethod::Planning => "Planning supervisor",
+            SteerMethod::Verification => "Verification supervisor",
+            SteerMethod::FilteredBc => "Filtered BC steering",
+            SteerMethod::Rl => "RL steering (ours)",
+        }
+    }
+
+    /// The steering adapter it runs (`None`: no steering agent).
+    pub fn adapter(self) -> Option<&'static str> {
+        match self {
+            SteerMethod::None => None,
+            SteerMethod::Rl => Some("steer-rl"),
+            SteerMethod::FilteredBc => Some("steer-bc"),
+            SteerMethod::ZeroShot | SteerMethod::Planning | SteerMethod::Verification => {
+                Some("steer-zero")
+            }
+        }
+    }
+
+    /// Whether its interventions are gated by the fast path (so it runs at a threshold τ).
+    pub fn gated(self) -> bool {
+        matches!(
+            self,
+            SteerMethod::ZeroShot | SteerMethod::FilteredBc | SteerMethod::Rl
+        )
+    }
+}
+
+impl std::fmt::Display for SteerMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -328,4 +386,49 @@ pub fn profile_path(root: &Path, name: &str) -> PathBuf {
     root.join("configs")
         .join("steering")
         .join(format!("{name}.toml"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_serialise_as_their_names_and_run_the_adapter_they_say() {
+        let names = SteerMethod::ALL.map(SteerMethod::name);
+        assert_eq!(
+            names,
+            [
+                "none",
+                "zero-shot",
+                "planning",
+                "verification",
+                "filtered-bc",
+                "rl"
+            ]
+        );
+        for m in SteerMethod::ALL {
+            let json = serde_json::to_string(&m).unwrap();
+            assert_eq!(json, format!("\"{}\"", m.name()));
+            assert_eq!(serde_json::from_str::<SteerMethod>(&json).unwrap(), m);
+        }
+        let err = serde_json::from_str::<SteerMethod>("\"ppo\"").unwrap_err();
+        assert!(err.to_string().contains("filtered-bc"), "{err}");
+        // Only the no-steering row runs without the steering agent; the supervisors use the
+        // untrained adapter on a fixed schedule, the gated methods their own adapters at τ.
+        let runs: Vec<_> = SteerMethod::ALL
+            .iter()
+            .map(|m| (m.adapter(), m.gated()))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                (None, false),
+                (Some("steer-zero"), true),
+                (Some("steer-zero"), false),
+                (Some("steer-zero"), false),
+                (Some("steer-bc"), true),
+                (Some("steer-rl"), true),
+            ]
+        );
+    }
 }

@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::profile::{ExecutorSpec, METHODS, SteeringProfile, method_label};
+use crate::profile::{ExecutorSpec, SteerMethod, SteeringProfile};
 use crate::results::{Evaluation, SteeringRun};
 use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars};
 use hier_train::stages::BackboneSpec;
@@ -19,14 +19,14 @@ use hier_train::stages::{StageRecord, write_json};
 
 /// The paper's gains in F1 over no steering (METHODS.md B; Qwen2.5-7B-Instruct executor,
 /// Qwen3-8B steering agent, ASearcher's seven QA benchmarks).
-pub const PAPER_GAIN: [(&str, &str); 6] = [
-    ("none", "0 (reference)"),
-    ("zero-shot", "+1.84"),
-    ("planning", "less than RL, or negative"),
-    ("verification", "less than RL, or negative"),
-    ("filtered-bc", "below online RL"),
+pub const PAPER_GAIN: [(SteerMethod, &str); 6] = [
+    (SteerMethod::None, "0 (reference)"),
+    (SteerMethod::ZeroShot, "+1.84"),
+    (SteerMethod::Planning, "less than RL, or negative"),
+    (SteerMethod::Verification, "less than RL, or negative"),
+    (SteerMethod::FilteredBc, "below online RL"),
     (
-        "rl",
+        SteerMethod::Rl,
         "+6.66 at 0.93 interventions/task, fewest executor turns",
     ),
 ];
@@ -34,7 +34,7 @@ pub const PAPER_GAIN: [(&str, &str); 6] = [
 /// One evaluation, summarised.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
-    pub method: String,
+    pub method: SteerMethod,
     pub label: String,
     pub executor: String,
     pub tau: Option<f64>,
@@ -91,8 +91,8 @@ pub fn row(e: &Evaluation) -> Row {
     let turns: usize = r.iter().map(|x| x.turns).sum();
     let interventions: usize = r.iter().map(|x| x.interventions).sum();
     Row {
-        method: e.method.clone(),
-        label: method_label(&e.method).into(),
+        method: e.method,
+        label: e.method.label().into(),
         executor: e.executor.clone(),
         tau: e.tau,
         episodes: r.len(),
@@ -123,7 +123,7 @@ pub fn rows(run: &SteeringRun) -> Vec<Row> {
     let mut rows: Vec<Row> = run.evaluations.iter().map(row).collect();
     let base: BTreeMap<String, f64> = rows
         .iter()
-        .filter(|r| r.method == "none")
+        .filter(|r| r.method == SteerMethod::None)
         .map(|r| (r.executor.clone(), r.f1))
         .collect();
     for r in &mut rows {
@@ -192,7 +192,7 @@ fn describe_executor(x: &ExecutorSpec) -> String {
 }
 
 fn main_rows<'a>(rows: &'a [Row], p: &SteeringProfile) -> Vec<&'a Row> {
-    METHODS
+    SteerMethod::ALL
         .iter()
         .filter_map(|m| {
             rows.iter().find(|r| {
@@ -205,7 +205,7 @@ fn main_rows<'a>(rows: &'a [Row], p: &SteeringProfile) -> Vec<&'a Row> {
 fn sweep_rows(rows: &[Row]) -> Vec<&Row> {
     let mut s: Vec<&Row> = rows
         .iter()
-        .filter(|r| r.method == "rl" && r.executor == "main")
+        .filter(|r| r.method == SteerMethod::Rl && r.executor == "main")
         .collect();
     s.sort_by(|a, b| b.tau.partial_cmp(&a.tau).expect("finite τ"));
     s
@@ -513,7 +513,7 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
     let executors: Vec<&str> = std::iter::once("main")
         .chain(p.transfer.iter().map(|x| x.name.as_str()))
         .collect();
-    let series: Vec<Series> = ["none", "zero-shot", "rl"]
+    let series: Vec<Series> = [SteerMethod::None, SteerMethod::ZeroShot, SteerMethod::Rl]
         .iter()
         .map(|m| {
             let v = executors
@@ -529,7 +529,7 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
                         .unwrap_or((f64::NAN, None))
                 })
                 .collect();
-            (method_label(m).to_string(), v)
+            (m.label().to_string(), v)
         })
         .collect();
     grouped_bars(

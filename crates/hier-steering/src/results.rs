@@ -25,7 +25,7 @@ pub struct QaResult {
 /// One evaluation: a method with an executor at a τ.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
-    pub method: String,
+    pub method: crate::profile::SteerMethod,
     /// `main` or `transfer`.
     pub executor: String,
     pub tau: Option<f64>,
