@@ -170,11 +170,6 @@ where
         self.resumed.take()
     }
 
-    /// Whether this run continues a checkpoint.
-    pub fn is_resumed(&self) -> bool {
-        self.start > 0
-    }
-
     /// `<out>/checkpoint`, where [`TrainLoop::end_step`]'s `save` wrote the trainer's parts.
     pub fn checkpoint_dir(&self) -> &Path {
         &self.ckpt
@@ -188,11 +183,6 @@ where
     /// Steps done so far.
     pub fn steps_done(&self) -> usize {
         self.step
-    }
-
-    /// The label of this run.
-    pub fn what(&self) -> &str {
-        &self.spec.what
     }
 
     /// The 0-based index of the next step, or `None` when the run is complete or stopped.
