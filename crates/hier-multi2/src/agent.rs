@@ -11,6 +11,7 @@
 use crate::error::{Error, Result};
 use hier_data::batch::{executor_prompt, planner_prompt};
 use hier_envs::{Env, Task, step_all};
+use hier_train::SharedErrors as _;
 use hier_train::policy::{Reply, TextPolicy, Trace};
 use serde::{Deserialize, Serialize};
 
@@ -65,7 +66,7 @@ pub fn rollout(
     origin: &str,
 ) -> Result<Vec<Trace>> {
     if envs.len() != tasks.len() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "{} environments for {} tasks",
             envs.len(),
             tasks.len()

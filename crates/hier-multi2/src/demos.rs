@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use hier_data::build::{Built, Episode, build};
 use hier_data::replay::SplitMix64;
 use hier_envs::{Env, Task};
+use hier_train::SharedErrors as _;
 use serde::{Deserialize, Serialize};
 
 pub use crate::envs::Segmenter;
@@ -45,7 +46,7 @@ pub fn play(
     let replans = crate::envs::EnvKind::parse(name).is_ok_and(|k| k.spec().replans);
     let mut plan: VecDeque<String> = env
         .gold_actions()?
-        .ok_or_else(|| Error::Invalid(format!("{name} has no expert for {task}")))?
+        .ok_or_else(|| Error::invalid(format!("{name} has no expert for {task}")))?
         .into();
     let mut ep = Episode {
         source: format!("{name}/{task}"),
@@ -167,7 +168,7 @@ pub fn build_dataset(
 ) -> Result<Manifest> {
     for (name, p) in [("noise", opts.noise), ("recover", opts.recover)] {
         if !(0.0..=1.0).contains(&p) {
-            return Err(Error::Invalid(format!("{name} = {p} is outside [0, 1]")));
+            return Err(Error::invalid(format!("{name} = {p} is outside [0, 1]")));
         }
     }
     let segmenter = match opts.segmenter {

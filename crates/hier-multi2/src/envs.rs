@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use hier_data::build::Episode;
 use hier_data::segment::{self, Segment};
+use hier_train::SharedErrors as _;
 
 /// How an environment's demonstrations are cut into subgoals.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,7 +143,7 @@ impl EnvKind {
             .find(|s| s.name == name)
             .map(|s| s.kind)
             .ok_or_else(|| {
-                Error::Invalid(format!(
+                Error::invalid(format!(
                     "unknown environment `{name}`: expected one of {:?}",
                     REGISTRY.iter().map(|s| s.name).collect::<Vec<_>>()
                 ))

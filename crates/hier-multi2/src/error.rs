@@ -1,60 +1,19 @@
-//! The one error type of `hier-multi2`. Sources are kept (`#[from]`); a failure inside a
-//! pipeline stage is wrapped with the stage's name; an early stop on request is
-//! `Train(hier_train::Error::Stopped)`, never a sentinel string.
-
-use std::path::PathBuf;
+//! The one error type of `hier-multi2`: what the shared layer reports (I/O, checkpoints,
+//! settings, profiles, figures, the backbone, data, environments, an early stop) arrives whole as
+//! [`Error::Train`] — one list of those cases, in `hier_train::Error`, not a copy per pipeline;
+//! `Error::invalid(…)`, `Error::io(…)`, … come from [`hier_train::SharedErrors`] — beside this
+//! crate's own objective errors and the stage wrapper. Sources are kept; an early stop
+//! on request is `Train(hier_train::Error::Stopped)`, never a sentinel string.
 
 /// Errors of Multi², its baselines and the Table-1 pipeline.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// From the shared training pieces (SFT, stages, policies, checkpoints).
+    /// From the shared layer: training pieces, files, settings, the backbone, data, environments.
     #[error(transparent)]
     Train(#[from] hier_train::Error),
-    /// From the backbone.
-    #[error(transparent)]
-    Backbone(#[from] hier_backbone::BackboneError),
     /// From a System-2 objective.
     #[error(transparent)]
     Loss(#[from] hier_rl_losses::LossError),
-    /// From a dataset.
-    #[error(transparent)]
-    Data(#[from] hier_data::DataError),
-    /// From an environment.
-    #[error(transparent)]
-    Env(#[from] hier_envs::EnvError),
-    /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// An I/O error whose file the caller names (a checkpoint swap).
-    #[error(transparent)]
-    IoBare(#[from] std::io::Error),
-    /// A checkpoint the run cannot resume from.
-    #[error("{}: {msg}", path.display())]
-    Checkpoint {
-        /// The offending path.
-        path: PathBuf,
-        /// What is wrong.
-        msg: String,
-    },
-    /// A setting, an argument or a model output that cannot work (named in the message).
-    #[error("{0}")]
-    Invalid(String),
-    /// A profile (TOML) that does not parse or holds an unknown key.
-    #[error("{}: {msg}", path.display())]
-    Profile {
-        /// The profile file.
-        path: PathBuf,
-        /// The parser's message.
-        msg: String,
-    },
-    /// A figure could not be drawn (plotters' message).
-    #[error("drawing figures: {0}")]
-    Figure(String),
     /// A pipeline stage failed.
     #[error("stage {stage}: {source}")]
     Stage {
@@ -68,15 +27,7 @@ pub enum Error {
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
-impl Error {
-    /// An I/O error naming `path`.
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io {
-            path: path.into(),
-            source,
-        }
-    }
-}
+hier_train::errors_through_train!(Error);
 
 impl hier_train::StageError for Error {
     fn in_stage(self, stage: &str) -> Self {

@@ -8,6 +8,7 @@ use hier_envs::{Env, Task, step_all};
 
 use crate::agent::RolloutConfig;
 use crate::error::{Error, Result};
+use hier_train::SharedErrors as _;
 use hier_train::policy::{TextPolicy, Trace};
 
 /// Plays `tasks[i]` on `envs[i]` with `policy`; the reply's first line is the action.
@@ -19,7 +20,7 @@ pub fn rollout_flat(
     origin: &str,
 ) -> Result<Vec<Trace>> {
     if envs.len() != tasks.len() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "{} environments for {} tasks",
             envs.len(),
             tasks.len()

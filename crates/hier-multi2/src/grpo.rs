@@ -32,7 +32,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::{RolloutConfig, rollout};
 use crate::error::{Error, Result};
-use hier_train::optim::clip_global_norm;
+use hier_train::SharedErrors as _;
+use hier_train::optim::OptimConfig;
 use hier_train::policy::{BackbonePolicy, Trace};
 use hier_train::prompt::encode_pair;
 use hier_train::runlog::{RunOptions, write_jsonl};
@@ -67,9 +68,8 @@ pub struct GrpoConfig {
     /// Passes over an iteration's samples, in batches of `batch_size`.
     pub epochs: usize,
     pub batch_size: usize,
-    pub lr: f64,
-    pub weight_decay: f32,
-    pub grad_clip: f32,
+    /// AdamW, schedule (over iterations) and clipping of the trained adapter.
+    pub optim: OptimConfig,
     /// PPO clip ε, KL weight β (0: no reference pass), std scaling of advantages.
     pub clip_eps: f32,
     pub beta: f32,
@@ -93,18 +93,18 @@ impl GrpoConfig {
             || self.epochs == 0
             || self.batch_size == 0
         {
-            return Err(Error::Invalid(
+            return Err(Error::invalid(
                 "grpo: iterations, tasks_per_iteration, epochs and batch_size must be positive \
                  and group_size at least 2"
                     .into(),
             ));
         }
         if self.adapter == self.reference {
-            return Err(Error::Invalid(
+            return Err(Error::invalid(
                 "grpo: the trained adapter must differ from its reference".into(),
             ));
         }
-        Ok(())
+        Ok(self.optim.check("grpo.optim", self.iterations)?)
     }
 
     fn sampling(&self, max_tokens: usize, seed: u64) -> SamplingConfig {
@@ -180,11 +180,14 @@ pub fn decisions(trace: &Trace, level: Level) -> Vec<(String, String)> {
 /// `cfg.epochs` passes of PPO-clip steps (batches of `cfg.batch_size`, shuffled by `rng`) over
 /// `samples` — decisions with their episode's advantage — on adapter `id` (`cfg.adapter`).
 /// The ratio's denominator is the adapter before the first step (the policy that played);
-/// with `cfg.beta > 0` the k3 KL to `cfg.reference` is added. Returns every step's loss.
+/// with `cfg.beta > 0` the k3 KL to `cfg.reference` is added; every step takes learning rate
+/// `lr`. Returns every step's loss.
+#[allow(clippy::too_many_arguments)]
 pub fn ppo_passes(
     mut lm: CausalLm,
     id: hier_backbone::AdapterId,
     optim: &mut ModuleOptimizer,
+    lr: f64,
     samples: &[(SftExample, f32)],
     cfg: &GrpoConfig,
     rng: &mut StdRng,
@@ -236,17 +239,17 @@ pub fn ppo_passes(
             let adv: Vec<f32> = batch.iter().map(|&i| samples[i].1).collect();
             let adv = Tensor::<1>::from_data(TensorData::new(adv, [batch.len()]), &device);
             let out = ppo_clip_loss(s.logprobs, old_t, adv, s.mask, ref_t, &ppo)
-                .map_err(|e| Error::Invalid(e.to_string()))?;
+                .map_err(|e| Error::invalid(e.to_string()))?;
             let value = out.loss.clone().into_scalar::<f32>();
             if !value.is_finite() {
-                return Err(Error::Invalid(format!(
-                    "grpo {}: loss became {value}; lower lr",
+                return Err(Error::invalid(format!(
+                    "grpo {}: loss became {value}; lower optim.lr",
                     cfg.adapter
                 )));
             }
             let mut grads = GradientsParams::from_grads(out.loss.backward(), &lm);
-            clip_global_norm(&lm, &mut grads, cfg.grad_clip);
-            lm = optim.step(cfg.lr, lm, grads);
+            cfg.optim.clip(&lm, &mut grads);
+            lm = optim.step(lr, lm, grads);
             losses.push(value as f64);
         }
     }
@@ -267,7 +270,7 @@ pub fn train_grpo(
 ) -> Result<(CausalLm, Vec<GrpoPoint>)> {
     cfg.validate()?;
     if envs.is_empty() || train_tasks.is_empty() {
-        return Err(Error::Invalid(
+        return Err(Error::invalid(
             "grpo: no environments or no training tasks".into(),
         ));
     }
@@ -281,7 +284,7 @@ pub fn train_grpo(
     // The checkpoint's extra state is the learning curve so far.
     let mut run: TrainLoop<GrpoConfig, Vec<GrpoPoint>> = TrainLoop::open(out, spec, cfg, opts)?;
     let reference = lm.adapter_id(&cfg.reference)?;
-    let mut optim = hier_train::optim::adamw(cfg.weight_decay);
+    let mut optim = cfg.optim.adamw();
     let (id, mut curve) = if let Some(curve) = run.take_resumed() {
         let ckpt = run.checkpoint_dir();
         optim = load_optimizer(optim, ckpt, OPTIMIZER_FILE)?;
@@ -358,7 +361,7 @@ pub fn train_grpo(
         let mut groups_used = 0;
         for (g, group) in rewards.chunks(cfg.group_size).enumerate() {
             let adv =
-                group_advantages(group, scaling).map_err(|e| Error::Invalid(e.to_string()))?;
+                group_advantages(group, scaling).map_err(|e| Error::invalid(e.to_string()))?;
             if adv.zero_variance {
                 continue;
             }
@@ -375,7 +378,15 @@ pub fn train_grpo(
             }
         }
         // 3. PPO-clip passes.
-        let (m, losses) = ppo_passes(lm, id, &mut optim, &samples, cfg, &mut rng)?;
+        let (m, losses) = ppo_passes(
+            lm,
+            id,
+            &mut optim,
+            cfg.optim.lr_at(it, cfg.iterations),
+            &samples,
+            cfg,
+            &mut rng,
+        )?;
         lm = m;
         let point = GrpoPoint {
             iteration: it + 1,
@@ -448,9 +459,10 @@ mod tests {
             group_size: 2,
             epochs: 4,
             batch_size: 2,
-            lr: 2e-2,
-            weight_decay: 0.0,
-            grad_clip: 10.0,
+            optim: OptimConfig {
+                grad_clip: Some(10.0),
+                ..OptimConfig::constant(2e-2)
+            },
             clip_eps: 0.2,
             beta: 0.0,
             scale_std: true,
@@ -506,7 +518,8 @@ mod tests {
         let mut optim = hier_backbone::burn::optim::AdamWConfig::new().init();
         let mut rng = StdRng::seed_from_u64(0);
         let samples = vec![(good.clone(), 1.0), (bad.clone(), -1.0)];
-        let (lm, losses) = ppo_passes(lm, id, &mut optim, &samples, &config(), &mut rng).unwrap();
+        let (lm, losses) =
+            ppo_passes(lm, id, &mut optim, 2e-2, &samples, &config(), &mut rng).unwrap();
         assert_eq!(losses.len(), 4, "one step per batch per epoch");
         let (g1, b1) = logp(&lm, id);
         assert!(g1 > g0 + 0.1, "positive advantage: {g0} → {g1}");
@@ -514,7 +527,7 @@ mod tests {
         assert_eq!(logp(&lm, other), ref0, "other adapters are untouched");
         // No sample, no step.
         let mut optim = hier_backbone::burn::optim::AdamWConfig::new().init();
-        let (_, losses) = ppo_passes(lm, id, &mut optim, &[], &config(), &mut rng).unwrap();
+        let (_, losses) = ppo_passes(lm, id, &mut optim, 2e-2, &[], &config(), &mut rng).unwrap();
         assert!(losses.is_empty());
     }
 

@@ -35,7 +35,8 @@ use crate::sys2::{
     CriticConfig, Heads, Result, Sys2Optimizers, critic_step, forward_actions, next_state_values,
     save_checkpoint_parts,
 };
-use hier_train::optim::clip_global_norm;
+use hier_train::SharedErrors as _;
+use hier_train::optim::OptimConfig;
 use hier_train::prompt::STOP;
 use hier_train::runlog::RunOptions;
 use hier_train::sft::{SftExample, add_seeded_adapter};
@@ -52,11 +53,10 @@ pub struct OfflineRlConfig {
     pub steps: usize,
     /// Transitions per step (drawn with replacement).
     pub batch_size: usize,
-    /// AdamW rates: the adapter (actor), the heads (critic). Authors: 1e-4, 1e-5.
-    pub actor_lr: f64,
-    pub critic_lr: f64,
-    pub weight_decay: f32,
-    pub grad_clip: f32,
+    /// AdamW, schedule and clipping of the adapter (actor) and of each head (critic).
+    /// Authors: learning rates 1e-4 and 1e-5.
+    pub actor_optim: OptimConfig,
+    pub critic_optim: OptimConfig,
     pub critic: CriticConfig,
     /// β, w_max, batch-mean normalisation, λ.
     pub beta: f32,
@@ -93,10 +93,15 @@ impl OfflineRlConfig {
             ),
             steps,
             batch_size,
-            actor_lr: 1e-4,
-            critic_lr: 1e-5,
-            weight_decay: 1e-2,
-            grad_clip: 1.0,
+            actor_optim: OptimConfig {
+                weight_decay: 1e-2,
+                grad_clip: Some(1.0),
+                ..OptimConfig::constant(1e-4)
+            },
+            critic_optim: OptimConfig {
+                weight_decay: 1e-2,
+                ..OptimConfig::constant(1e-5)
+            },
             critic: CriticConfig::default(),
             beta: actor.beta,
             w_max: actor.w_max,
@@ -114,7 +119,7 @@ impl OfflineRlConfig {
     }
 
     fn validate(&self) -> Result<()> {
-        let bad = |m: &str| Err(Error::Invalid(format!("offline rl: {m}")));
+        let bad = |m: &str| Err(Error::invalid(format!("offline rl: {m}")));
         if self.steps == 0
             || self.batch_size == 0
             || self.checkpoint_every == 0
@@ -122,9 +127,9 @@ impl OfflineRlConfig {
         {
             return bad("steps, batch_size, checkpoint_every and log_every must be positive");
         }
-        if !(self.actor_lr > 0.0 && self.critic_lr > 0.0) {
-            return bad("learning rates must be positive");
-        }
+        self.actor_optim.check("offline.actor_optim", self.steps)?;
+        self.critic_optim
+            .check("offline.critic_optim", self.steps)?;
         if !(0.0..1.0).contains(&self.critic.tau) || self.critic.tau == 0.0 {
             return bad("tau must be in (0, 1)");
         }
@@ -216,7 +221,7 @@ pub fn train_offline_from(
 ) -> Result<(CausalLm, Heads, OfflineRlReport)> {
     cfg.validate()?;
     if data.is_empty() {
-        return Err(Error::Invalid("offline rl: no transitions".into()));
+        return Err(Error::invalid("offline rl: no transitions".into()));
     }
     let spec = LoopSpec::json(
         format!("offline rl {}", cfg.adapter),
@@ -228,7 +233,7 @@ pub fn train_offline_from(
     let mut run: TrainLoop<OfflineRlConfig> = TrainLoop::open(out, spec, cfg, opts)?;
     let device = lm.device();
     let hidden = lm.config.hidden_size;
-    let mut optim = Sys2Optimizers::adamw(cfg.weight_decay);
+    let mut optim = Sys2Optimizers::adamw(&cfg.actor_optim, &cfg.critic_optim);
     let (id, mut heads) = if run.take_resumed().is_some() {
         let ckpt = run.checkpoint_dir();
         let id = lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?;
@@ -241,7 +246,7 @@ pub fn train_offline_from(
                 let id = lm.load_adapter(&cfg.adapter, dir)?;
                 let found = &lm.adapters()[id.0].config;
                 if found.r != cfg.lora.r {
-                    return Err(Error::Invalid(format!(
+                    return Err(Error::invalid(format!(
                         "offline rl: {} has rank {}, the config says {}",
                         dir.display(),
                         found.r,
@@ -259,7 +264,7 @@ pub fn train_offline_from(
         .filter_map(|e| e.pair.target.last().copied())
         .collect();
     if stop_tokens.len() != 1 {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "offline rl: the targets must all end with the one stop token of `{STOP:?}`; they end with {stop_tokens:?}"
         )));
     }
@@ -314,15 +319,23 @@ pub fn train_offline_from(
             critic.value.loss.clone().into_scalar::<f32>(),
         ];
         if values.iter().any(|v| !v.is_finite()) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "offline rl: a loss became non-finite at step {step} (actor, td, value = {values:?}); lower the learning rates"
             )));
         }
         let mut grads = total.backward();
         let mut g_lm = GradientsParams::from_module(&mut grads, &lm);
-        let grad_norm = clip_global_norm(&lm, &mut g_lm, cfg.grad_clip);
-        lm = optim.lm.step(cfg.actor_lr, lm, g_lm);
-        heads = optim.step_heads(heads, &mut grads, cfg.critic_lr, cfg.critic.polyak)?;
+        let grad_norm = cfg.actor_optim.clip(&lm, &mut g_lm);
+        lm = optim
+            .lm
+            .step(cfg.actor_optim.lr_at(step, cfg.steps), lm, g_lm);
+        heads = optim.step_heads(
+            heads,
+            &mut grads,
+            &cfg.critic_optim,
+            cfg.critic_optim.lr_at(step, cfg.steps),
+            cfg.critic.polyak,
+        )?;
         let mean = |t: hier_backbone::burn::tensor::Tensor<1>| t.mean().into_scalar::<f32>();
         let w = &mut windows.1;
         w.actor += values[0];

@@ -41,7 +41,8 @@ use crate::sys2::{
     CriticConfig, Heads, Result, Sys2Optimizers, critic_step, forward_actions, next_state_values,
     sarsa_critic_step, save_checkpoint_parts,
 };
-use hier_train::optim::clip_global_norm;
+use hier_train::SharedErrors as _;
+use hier_train::optim::OptimConfig;
 use hier_train::policy::{BackbonePolicy, Trace};
 use hier_train::runlog::{RunOptions, write_jsonl};
 use hier_train::sft::copy_adapter;
@@ -62,11 +63,10 @@ pub struct OnlineRlConfig {
     /// Gradient steps per iteration.
     pub updates: usize,
     pub batch_size: usize,
-    /// Actor (adapter) rate — authors 1e-5 — and critic (heads) rate.
-    pub actor_lr: f64,
-    pub critic_lr: f64,
-    pub weight_decay: f32,
-    pub grad_clip: f32,
+    /// AdamW, schedule (over iterations) and clipping of the adapter (actor; authors' learning
+    /// rate 1e-5) and of each head (critic).
+    pub actor_optim: OptimConfig,
+    pub critic_optim: OptimConfig,
     /// Keep training the critic on replay batches.
     pub train_critic: bool,
     pub critic: CriticConfig,
@@ -140,13 +140,17 @@ impl OnlineRlConfig {
     }
 
     fn validate(&self) -> Result<()> {
-        let bad = |m: &str| Err(Error::Invalid(format!("online rl: {m}")));
+        let bad = |m: &str| Err(Error::invalid(format!("online rl: {m}")));
         if self.iterations == 0 || self.episodes == 0 || self.batch_size == 0 {
             return bad("iterations, episodes and batch_size must be positive");
         }
         if self.adapter == self.anchor || self.adapter == self.planner {
             return bad("the online adapter must differ from the anchor and the planner");
         }
+        self.actor_optim
+            .check("online.actor_optim", self.iterations)?;
+        self.critic_optim
+            .check("online.critic_optim", self.iterations)?;
         Ok(self.replay.check()?)
     }
 
@@ -240,7 +244,7 @@ pub fn train_online(
 ) -> Result<(CausalLm, Heads, OnlineRlReport)> {
     cfg.validate()?;
     if envs.is_empty() || train_tasks.is_empty() {
-        return Err(Error::Invalid(
+        return Err(Error::invalid(
             "online rl: no environments or no training tasks".into(),
         ));
     }
@@ -256,7 +260,7 @@ pub fn train_online(
     let hidden = lm.config.hidden_size;
     let planner = lm.adapter_id(&cfg.planner)?;
     let anchor = lm.adapter_id(&cfg.anchor)?;
-    let mut optim = Sys2Optimizers::adamw(cfg.weight_decay);
+    let mut optim = Sys2Optimizers::adamw(&cfg.actor_optim, &cfg.critic_optim);
     let (
         id,
         Progress {
@@ -422,7 +426,7 @@ pub fn train_online(
                 critic.advantage.clone().mean().into_scalar::<f32>(),
             ];
             if values[..4].iter().any(|v| !v.is_finite()) {
-                return Err(Error::Invalid(format!(
+                return Err(Error::invalid(format!(
                     "online rl: a loss became non-finite at iteration {iteration} (actor, kl, td, value = {:?})",
                     &values[..4]
                 )));
@@ -432,10 +436,18 @@ pub fn train_online(
             }
             let mut grads = total.backward();
             let mut g_lm = GradientsParams::from_module(&mut grads, &lm);
-            clip_global_norm(&lm, &mut g_lm, cfg.grad_clip);
-            lm = optim.lm.step(cfg.actor_lr, lm, g_lm);
+            cfg.actor_optim.clip(&lm, &mut g_lm);
+            lm = optim
+                .lm
+                .step(cfg.actor_optim.lr_at(iteration, cfg.iterations), lm, g_lm);
             if cfg.train_critic {
-                heads = optim.step_heads(heads, &mut grads, cfg.critic_lr, cfg.critic.polyak)?;
+                heads = optim.step_heads(
+                    heads,
+                    &mut grads,
+                    &cfg.critic_optim,
+                    cfg.critic_optim.lr_at(iteration, cfg.iterations),
+                    cfg.critic.polyak,
+                )?;
             }
         }
         let k = (cfg.updates - skipped).max(1) as f32;

@@ -24,6 +24,7 @@ use hier_envs::{Env, Task, step_all};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use hier_train::SharedErrors as _;
 use hier_train::policy::{Reply, TextPolicy, Trace};
 
 /// Settings of the prompted agents.
@@ -321,7 +322,7 @@ pub fn start_episodes(
     origin: &str,
 ) -> Result<Vec<PromptedEpisode>> {
     if envs.len() != tasks.len() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "{} environments for {} tasks",
             envs.len(),
             tasks.len()

@@ -10,6 +10,7 @@ use hier_envs::{Env, Task};
 
 use crate::error::{Error, Result};
 use crate::react::{Prompter, rollout_react};
+use hier_train::SharedErrors as _;
 use hier_train::policy::{TextPolicy, Trace};
 
 /// The trials of one task, in order (the last is the first success, or the `trials`-th).
@@ -45,7 +46,7 @@ pub fn run_reflexion(
         prompter.spec.reflexion_memory,
     );
     if trials == 0 || envs.is_empty() {
-        return Err(Error::Invalid(
+        return Err(Error::invalid(
             "reflexion: needs at least one trial and one environment".into(),
         ));
     }

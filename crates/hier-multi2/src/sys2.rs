@@ -23,6 +23,8 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::roles::RlExample;
+use hier_train::SharedErrors as _;
+use hier_train::optim::OptimConfig;
 use hier_train::sft::SftExample;
 
 pub use crate::error::{Error, Result};
@@ -261,7 +263,7 @@ pub fn critic_step(
     let [n, h] = fwd.h_state.dims();
     let b = rows.len();
     if b == 0 || b > n {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "{b} data rows in a forward pass of {n}"
         )));
     }
@@ -325,7 +327,7 @@ pub fn sarsa_critic_step(
     let [n, _] = fwd.h_action.dims();
     let b = rows.len();
     if b == 0 || b != n {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "the SARSA critic takes data rows only: {b} rows in a forward pass of {n}"
         )));
     }
@@ -346,7 +348,7 @@ pub fn sarsa_critic_step(
                 });
             }
             _ => {
-                return Err(Error::Invalid(format!(
+                return Err(Error::invalid(format!(
                     "the SARSA critic needs the next state and action of every non-terminal \
                      transition; batch row {i} lacks them"
                 )));
@@ -383,8 +385,9 @@ pub fn sarsa_critic_step(
     })
 }
 
-/// The three AdamW optimisers of System 2's RL (β 0.9/0.999, ε 1e-8): the adapter's and the
-/// two heads'. Each phase saves and reloads them with its checkpoint.
+/// The three AdamW optimisers of System 2's RL (β 0.9/0.999, ε 1e-8): the adapter's (the
+/// actor's settings) and the two heads' (the critic's). Each phase saves and reloads them with its
+/// checkpoint.
 pub struct Sys2Optimizers {
     pub lm: ModuleOptimizer,
     pub q: ModuleOptimizer,
@@ -394,12 +397,11 @@ pub struct Sys2Optimizers {
 const OPTIM_FILES: [&str; 3] = ["optim_lm.bpk", "optim_q.bpk", "optim_v.bpk"];
 
 impl Sys2Optimizers {
-    pub fn adamw(weight_decay: f32) -> Self {
-        let make = || hier_train::optim::adamw(weight_decay);
+    pub fn adamw(actor: &OptimConfig, critic: &OptimConfig) -> Self {
         Self {
-            lm: make(),
-            q: make(),
-            v: make(),
+            lm: actor.adamw(),
+            q: critic.adamw(),
+            v: critic.adamw(),
         }
     }
 
@@ -407,10 +409,8 @@ impl Sys2Optimizers {
     pub fn load(self, dir: &Path) -> Result<Self> {
         let load = |o: ModuleOptimizer, name: &str| {
             let p = dir.join(name);
-            o.load(&p).map_err(|e| Error::Checkpoint {
-                path: p,
-                msg: format!("{e:?}"),
-            })
+            o.load(&p)
+                .map_err(|e| Error::checkpoint(p, format!("{e:?}")))
         };
         Ok(Self {
             lm: load(self.lm, OPTIM_FILES[0])?,
@@ -422,25 +422,29 @@ impl Sys2Optimizers {
     pub fn save(&self, dir: &Path) -> Result<()> {
         for (o, name) in [&self.lm, &self.q, &self.v].into_iter().zip(OPTIM_FILES) {
             let p = dir.join(name);
-            o.save(&p).map_err(|e| Error::Checkpoint {
-                path: p,
-                msg: format!("{e:?}"),
-            })?;
+            o.save(&p)
+                .map_err(|e| Error::checkpoint(p, format!("{e:?}")))?;
         }
         Ok(())
     }
 
-    /// One step of both heads on their gradients in `grads`, then the Polyak update of the
-    /// targets.
+    /// One step of both heads on their gradients in `grads` at learning rate `lr` — each head's
+    /// gradients first clipped to `critic.grad_clip` on their own, when it is set — then the
+    /// Polyak update of the targets.
     pub fn step_heads(
         &mut self,
         heads: Heads,
         grads: &mut Gradients,
+        critic: &OptimConfig,
         lr: f64,
         polyak: f32,
     ) -> Result<Heads> {
-        let g_q = GradientsParams::from_module(grads, &heads.q);
-        let g_v = GradientsParams::from_module(grads, &heads.v);
+        let mut g_q = GradientsParams::from_module(grads, &heads.q);
+        let mut g_v = GradientsParams::from_module(grads, &heads.v);
+        if critic.grad_clip.is_some() {
+            critic.clip(&heads.q, &mut g_q);
+            critic.clip(&heads.v, &mut g_v);
+        }
         let Heads {
             q,
             v,

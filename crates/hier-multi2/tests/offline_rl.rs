@@ -54,8 +54,8 @@ fn config(steps: usize, lambda: f32) -> OfflineRlConfig {
     let mut c = OfflineRlConfig::paper(steps, 4);
     c.lora.r = 4;
     c.lora.alpha = 8.0;
-    c.actor_lr = 1e-3;
-    c.critic_lr = 3e-3;
+    c.actor_optim.lr = 1e-3;
+    c.critic_optim.lr = 3e-3;
     c.lambda = lambda;
     c.sample_max_tokens = 4;
     c.checkpoint_every = 3;

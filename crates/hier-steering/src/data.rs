@@ -19,6 +19,7 @@ use hier_envs::{Env, Split, Task};
 
 use crate::error::{Error, Result};
 use crate::profile::{QaFiles, SteeringProfile};
+use hier_train::SharedErrors as _;
 use hier_train::eval::spread;
 
 /// The loaded data of a run.
@@ -57,7 +58,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 fn questions(path: &Path) -> Result<Vec<QaTask>> {
     let items = load_questions(path)?;
     if items.is_empty() {
-        return Err(Error::Invalid(format!("{}: no questions", path.display())));
+        return Err(Error::invalid(format!("{}: no questions", path.display())));
     }
     Ok(items.into_iter().map(QaTask::from).collect())
 }
@@ -86,7 +87,7 @@ impl QaData {
             }
             (None, Some(f)) => Self::from_files(f, config, need_text)?,
             _ => {
-                return Err(Error::Invalid(
+                return Err(Error::invalid(
                     "a profile takes exactly one of [world] and [files]".into(),
                 ));
             }
@@ -106,7 +107,7 @@ impl QaData {
             Some(c) if need_text || in_memory || (f.index.is_some() && !has_index) => {
                 let docs = load_corpus(c)?;
                 if docs.is_empty() {
-                    return Err(Error::Invalid(format!("{}: no passages", c.display())));
+                    return Err(Error::invalid(format!("{}: no passages", c.display())));
                 }
                 docs
             }
@@ -120,7 +121,7 @@ impl QaData {
             (None, Some(dir)) if has_index => Arc::new(Bm25Index::on_disk(dir, None)?),
             (None, Some(dir)) => {
                 if documents.is_empty() {
-                    return Err(Error::Invalid(format!(
+                    return Err(Error::invalid(format!(
                         "{} holds no index, and files.corpus is not given to build one",
                         dir.display()
                     )));

@@ -29,6 +29,7 @@ use crate::steer_train::{
     BankState, ExecutorSampling, StateRecord, collect_states, demo_states, executor_examples,
     filtered_bc_examples, format_examples, format_pairs, train_steering,
 };
+use hier_train::SharedErrors as _;
 use hier_train::eval::spread;
 use hier_train::policy::BackbonePolicy;
 use hier_train::runlog::RunOptions;
@@ -216,7 +217,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     let corpus_of = || {
         corpus
             .clone()
-            .ok_or_else(|| Error::Invalid("no pre-training corpus".into()))
+            .ok_or_else(|| Error::invalid("no pre-training corpus".into()))
     };
     let key = serde_json::json!({"backbone": p.backbone, "corpus_sha256": digest});
     let (backbone_dir, backbone_key) = backbone_stage(st, "backbone", &p.backbone, key, corpus_of)?;
@@ -295,7 +296,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     })?;
     let bank: Vec<BankState> = read_jsonl(&bank_dir.join("bank.jsonl"))?;
     if bank.is_empty() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "{}: the executor's rollouts left no states to steer",
             bank_dir.display()
         )));

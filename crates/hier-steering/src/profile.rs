@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::search_agent::DriftConfig;
 use crate::steer_agent::SteerConfig;
 use crate::steer_train::{ExecutorSampling, SteerTrainConfig};
+use hier_train::SharedErrors as _;
 
 /// Questions and passages from files. Relative paths are read from the working directory.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -50,20 +51,20 @@ fn default_timeout() -> f64 {
 impl QaFiles {
     pub fn check(&self) -> Result<()> {
         if self.test.is_empty() {
-            return Err(Error::Invalid("files.test names no question set".into()));
+            return Err(Error::invalid("files.test names no question set".into()));
         }
         if self.corpus.is_none() && self.retriever_url.is_none() {
-            return Err(Error::Invalid(
+            return Err(Error::invalid(
                 "files needs a `corpus` or a `retriever_url`".into(),
             ));
         }
         if self.index.is_some() && self.retriever_url.is_some() {
-            return Err(Error::Invalid(
+            return Err(Error::invalid(
                 "files.index is the in-process index; it cannot go with retriever_url".into(),
             ));
         }
         if !self.timeout_s.is_finite() || self.timeout_s <= 0.0 {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "files.timeout_s = {} must be positive",
                 self.timeout_s
             )));
@@ -139,21 +140,21 @@ impl ExecutorSpec {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
         if !ok_name {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "{what}.name = `{}`: use letters, digits, `-`, `_` and `.`",
                 self.name
             )));
         }
         match (&self.sft, &self.drift) {
-            (Some(_), Some(_)) if !synthetic => Err(Error::Invalid(format!(
+            (Some(_), Some(_)) if !synthetic => Err(Error::invalid(format!(
                 "{what}.sft trains on demonstrations along gold paths, which only the synthetic \
                  [world] has; with [files], leave it out (the backbone plays as it is)"
             ))),
-            (Some(_), Some(_)) if self.demos == 0 => Err(Error::Invalid(format!(
+            (Some(_), Some(_)) if self.demos == 0 => Err(Error::invalid(format!(
                 "{what}.demos must be positive with {what}.sft"
             ))),
-            (Some(_), None) => Err(Error::Invalid(format!("{what}.sft needs {what}.drift"))),
-            (None, _) if self.demos > 0 || self.drift.is_some() => Err(Error::Invalid(format!(
+            (Some(_), None) => Err(Error::invalid(format!("{what}.sft needs {what}.drift"))),
+            (None, _) if self.demos > 0 || self.drift.is_some() => Err(Error::invalid(format!(
                 "{what}.demos and {what}.drift only apply with {what}.sft"
             ))),
             _ => Ok(()),
@@ -214,10 +215,7 @@ pub struct SteeringProfile {
 impl SteeringProfile {
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let profile_error = |msg: String| Error::Profile {
-            path: path.into(),
-            msg,
-        };
+        let profile_error = |msg: String| Error::profile(path, msg);
         let p: Self = toml::from_str(&text).map_err(|e| profile_error(e.to_string()))?;
         p.check().map_err(|e| profile_error(e.to_string()))?;
         Ok(p)
@@ -225,50 +223,50 @@ impl SteeringProfile {
 
     pub fn check(&self) -> Result<()> {
         if self.eval.seeds.is_empty() || self.eval.tasks == 0 || self.eval.parallel == 0 {
-            return Err(Error::Invalid(
+            return Err(Error::invalid(
                 "eval needs seeds, tasks > 0 and parallel > 0".into(),
             ));
         }
         let tau_ok = |t: f64| t > 0.0 && t < 1.0;
         if !tau_ok(self.steer.tau) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "steer.tau = {} is outside (0, 1)",
                 self.steer.tau
             )));
         }
         if let Some(t) = self.eval.taus.iter().find(|t| !tau_ok(**t)) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "eval.taus holds {t}, outside (0, 1)"
             )));
         }
         if self.qa.train_max_turns == 0 || self.qa.eval_max_turns == 0 || self.qa.topk == 0 {
-            return Err(Error::Invalid(
+            return Err(Error::invalid(
                 "qa: topk and turn limits must be positive".into(),
             ));
         }
         if self.bank_tasks == 0 {
-            return Err(Error::Invalid("bank_tasks must be positive".into()));
+            return Err(Error::invalid("bank_tasks must be positive".into()));
         }
         match (&self.world, &self.files) {
             (Some(_), None) => {}
             (None, Some(f)) => {
                 f.check()?;
                 if f.corpus.is_none() && self.pretrains() {
-                    return Err(Error::Invalid(
+                    return Err(Error::invalid(
                         "a pre-trained (`kind = \"pretrain\"`) backbone needs files.corpus for its text"
                             .into(),
                     ));
                 }
             }
             _ => {
-                return Err(Error::Invalid(
+                return Err(Error::invalid(
                     "give exactly one of [world] and [files]".into(),
                 ));
             }
         }
         let synthetic = self.world.is_some();
         if self.executor.name != "main" {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "executor.name = `{}`: the training executor is `main`",
                 self.executor.name
             )));
@@ -278,7 +276,7 @@ impl SteeringProfile {
         for (i, t) in self.transfer.iter().enumerate() {
             t.check(&format!("transfer[{i}]"), synthetic)?;
             if !names.insert(&t.name) {
-                return Err(Error::Invalid(format!(
+                return Err(Error::invalid(format!(
                     "two executors are named `{}`",
                     t.name
                 )));

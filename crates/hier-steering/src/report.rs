@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::profile::{ExecutorSpec, SteerMethod, SteeringProfile};
 use crate::results::{Evaluation, SteeringRun};
+use hier_train::SharedErrors as _;
 use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars};
 use hier_train::stages::BackboneSpec;
 use hier_train::stages::{StageRecord, write_json};
@@ -443,7 +444,7 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
             text.as_bytes(),
         )?);
     }
-    let e = |e: Box<dyn std::error::Error>| Error::Figure(e.to_string());
+    let e = |e: Box<dyn std::error::Error>| Error::figure(e.to_string());
     let main = main_rows(rows, p);
     // F1 overall and by hops (or by test set).
     let mut groups = vec!["all".to_string()];

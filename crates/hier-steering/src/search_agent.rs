@@ -19,6 +19,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use hier_train::SharedErrors as _;
 use hier_train::policy::{TextPolicy, Trace};
 
 /// The instruction of every executor prompt.
@@ -183,12 +184,12 @@ pub fn demonstrate(
     let gold = env
         .gold_actions()
         .map_err(|e| hier_train::Error::env(format!("{task}"), e))?
-        .ok_or_else(|| Error::Invalid(format!("{task}: no expert (not a synthetic question)")))?;
+        .ok_or_else(|| Error::invalid(format!("{task}: no expert (not a synthetic question)")))?;
     let hops = gold.len() - 1;
     let answer = match parse_call(&gold[hops]) {
         Some(Call::Answer(a)) => a,
         _ => {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "{task}: the expert's last call is not an answer"
             )));
         }
@@ -386,7 +387,7 @@ pub fn rollout_search_from(
     origin: &str,
 ) -> Result<Vec<SearchEpisode>> {
     if envs.len() < starts.len() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "{} environments for {} episodes",
             envs.len(),
             starts.len()
@@ -408,7 +409,7 @@ pub fn rollout_search_from(
         let mut done = false;
         for (k, (turn, obs)) in start.turns.iter().enumerate() {
             if done {
-                return Err(Error::Invalid(format!(
+                return Err(Error::invalid(format!(
                     "{task}: the start goes on after its episode ended"
                 )));
             }
@@ -419,7 +420,7 @@ pub fn rollout_search_from(
                 .step(turn)
                 .map_err(|e| hier_train::Error::env(format!("{task}: replaying turn {k}"), e))?;
             if &s.observation != obs {
-                return Err(Error::Invalid(format!(
+                return Err(Error::invalid(format!(
                     "{task}: replaying turn {k} gave another observation (is the retriever \
                      deterministic?)"
                 )));
@@ -427,7 +428,7 @@ pub fn rollout_search_from(
             done = s.done;
         }
         if done {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "{task}: the start is a finished episode"
             )));
         }
@@ -457,7 +458,7 @@ pub fn rollout_search_from(
                 .collect();
             let decisions = sup.decide(&states)?;
             if decisions.len() != active.len() {
-                return Err(Error::Invalid(format!(
+                return Err(Error::invalid(format!(
                     "the supervisor made {} decisions for {} episodes",
                     decisions.len(),
                     active.len()

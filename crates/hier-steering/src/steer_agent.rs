@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::search_agent::{Intervention, SearchState, Supervisor};
+use hier_train::SharedErrors as _;
 
 /// The fast path's question.
 pub const FAST_QUESTION: &str = "Is the executor drifting, so that a supervisor should step in \
@@ -158,7 +159,7 @@ impl AnswerTokens {
                 no,
                 spaced: true,
             }),
-            _ => Err(Error::Invalid(
+            _ => Err(Error::invalid(
                 "steering: the tokenizer cannot tell `yes` from `no` by one token".into(),
             )),
         }
@@ -176,7 +177,7 @@ pub fn log_odds(
     train: bool,
 ) -> Result<hier_backbone::burn::tensor::Tensor<1>> {
     if yes == no {
-        return Err(Error::Invalid(
+        return Err(Error::invalid(
             "steering: `yes` and `no` start with the same token".into(),
         ));
     }
@@ -190,7 +191,7 @@ pub fn log_odds(
         .collect();
     let out = lm
         .score(&requests, Forward { adapter, train })
-        .map_err(|e| Error::Invalid(format!("steering fast path: {e}")))?;
+        .map_err(|e| Error::invalid(format!("steering fast path: {e}")))?;
     let [b, _, v] = out.logits.dims();
     let logits = out.logits.narrow(1, 0, 1).reshape([b, v]);
     Ok(hier_steer::gate::yes_no_log_odds(
@@ -306,7 +307,7 @@ pub fn sample_slow(
     let decode = |ids: &[u32]| tok.decode(ids, true).unwrap_or_default();
     let outs = lm
         .generate(&requests, &sampling, adapter, Some(&decode))
-        .map_err(|e| Error::Invalid(format!("steering slow path: {e}")))?;
+        .map_err(|e| Error::invalid(format!("steering slow path: {e}")))?;
     Ok(outs
         .into_iter()
         .map(|g| read_slow_path(&decode(&g.tokens)))
@@ -317,7 +318,7 @@ pub fn sample_slow(
 pub fn encode_prompt(tok: &Tokenizer, text: &str, max_prompt: usize) -> Result<Vec<u32>> {
     let mut ids = tok
         .encode(text, false)
-        .map_err(|e| Error::Invalid(format!("steering: {e}")))?;
+        .map_err(|e| Error::invalid(format!("steering: {e}")))?;
     hier_train::prompt::fit_prompt(&mut ids, max_prompt.max(1));
     Ok(ids)
 }
@@ -451,7 +452,7 @@ impl SteeringAgent<'_> {
         let z: Vec<f32> = log_odds(self.lm, self.adapter, &prompts, a.yes, a.no, false)?
             .into_data()
             .try_to_vec::<f32>()
-            .map_err(|e| Error::Invalid(format!("steering: {e:?}")))?;
+            .map_err(|e| Error::invalid(format!("steering: {e:?}")))?;
         let mut records: Vec<SteerRecord> = Vec::with_capacity(states.len());
         for &zi in &z {
             let p = trigger_probability_f64(f64::from(zi), self.config.tau)?;

@@ -40,7 +40,8 @@ use crate::steer_agent::{
     AnswerTokens, SteerConfig, answer_word, encode_prompt, fast_prompt, log_odds, observation,
     plan_prompt, sample_slow, slow_prompt, verify_prompt,
 };
-use hier_train::optim::clip_global_norm;
+use hier_train::SharedErrors as _;
+use hier_train::optim::OptimConfig;
 use hier_train::policy::{BackbonePolicy, TextPolicy};
 use hier_train::prompt::encode_pair;
 use hier_train::runlog::{RunOptions, append_line, write_jsonl};
@@ -106,9 +107,8 @@ pub struct SteerTrainConfig {
     pub continuations: usize,
     /// Optimiser steps per round (PPO epochs over the round's samples).
     pub epochs: usize,
-    pub lr: f64,
-    pub weight_decay: f32,
-    pub grad_clip: f32,
+    /// AdamW, schedule (over rounds) and clipping of the steering adapter.
+    pub optim: OptimConfig,
     pub clip_eps: f32,
     /// k3 KL weight to `reference` (0: none).
     pub beta: f32,
@@ -139,24 +139,24 @@ impl SteerTrainConfig {
             || self.parallel == 0
             || self.rescore_every == 0
         {
-            return Err(Error::Invalid(
+            return Err(Error::invalid(
                 "steering: rounds, states_per_round, samples, continuations, epochs, parallel \
                  and rescore_every must be positive"
                     .into(),
             ));
         }
         if !(0.0..=1.0).contains(&self.epsilon) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "steering: epsilon {} is outside [0, 1]",
                 self.epsilon
             )));
         }
         if self.adapter == self.reference {
-            return Err(Error::Invalid(
+            return Err(Error::invalid(
                 "steering: the trained adapter must differ from its reference".into(),
             ));
         }
-        Ok(())
+        Ok(self.optim.check("train.optim", self.rounds)?)
     }
 }
 
@@ -224,7 +224,7 @@ pub fn collect_states(
     seed: u64,
 ) -> Result<Vec<BankState>> {
     if envs.is_empty() {
-        return Err(Error::Invalid("steering bank: no environments".into()));
+        return Err(Error::invalid("steering bank: no environments".into()));
     }
     executor.reseed(seed);
     let mut states = Vec::new();
@@ -268,7 +268,7 @@ pub fn fast_log_odds(
         z.extend(
             t.into_data()
                 .try_to_vec::<f32>()
-                .map_err(|e| Error::Invalid(format!("{e:?}")))?,
+                .map_err(|e| Error::invalid(format!("{e:?}")))?,
         );
     }
     Ok(z)
@@ -338,10 +338,10 @@ pub fn train_steering(
 ) -> Result<(CausalLm, Vec<RoundPoint>)> {
     cfg.validate()?;
     if bank_states.is_empty() {
-        return Err(Error::Invalid("steering: the state bank is empty".into()));
+        return Err(Error::invalid("steering: the state bank is empty".into()));
     }
     if envs.len() < cfg.parallel {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "steering: {} environments for parallel = {}",
             envs.len(),
             cfg.parallel
@@ -361,7 +361,7 @@ pub fn train_steering(
         .iter()
         .map(|s| s.observation(&cfg.steer))
         .collect();
-    let mut optim = hier_train::optim::adamw(cfg.weight_decay);
+    let mut optim = cfg.optim.adamw();
     // The bank's priorities v = σ(z) under the trained adapter's current fast path.
     let priorities = |lm: &CausalLm| -> Result<Vec<f32>> {
         let z = fast_log_odds(
@@ -385,17 +385,17 @@ pub fn train_steering(
     let start = run.start();
     let mut bank: StateBank<usize> = StateBank::new();
     for (i, &p) in start_priorities.iter().enumerate() {
-        bank.push(i, p).map_err(|e| Error::Invalid(e.to_string()))?;
+        bank.push(i, p).map_err(|e| Error::invalid(e.to_string()))?;
     }
     if bank.len() != bank_states.len() {
-        return Err(Error::Checkpoint {
-            path: run.checkpoint_dir().join("state.json"),
-            msg: format!(
+        return Err(Error::checkpoint(
+            run.checkpoint_dir().join("state.json"),
+            format!(
                 "{} priorities for a bank of {} states",
                 bank.len(),
                 bank_states.len()
             ),
-        });
+        ));
     }
     let curve_path = out.join("curve.jsonl");
     let samples_path = out.join("samples.jsonl");
@@ -427,7 +427,7 @@ pub fn train_steering(
         // 2. ε-greedy top-k.
         let picked = bank
             .select(cfg.states_per_round, cfg.epsilon, &mut rng)
-            .map_err(|e| Error::Invalid(e.to_string()))?;
+            .map_err(|e| Error::invalid(e.to_string()))?;
         // 3. G slow-path samples per state, then N continuations per branch.
         let g = cfg.samples;
         let slow_prompts: Vec<String> = picked
@@ -475,9 +475,9 @@ pub fn train_steering(
                 .map(|j| mean(&r[j * n..(j + 1) * n]) as f32)
                 .collect();
             let b = mean(&r[g * n..]) as f32;
-            let q = q_target(&rbar, b).map_err(|e| Error::Invalid(e.to_string()))?;
+            let q = q_target(&rbar, b).map_err(|e| Error::invalid(e.to_string()))?;
             let adv = baseline_in_group_advantages(&rbar, b, scaling)
-                .map_err(|e| Error::Invalid(e.to_string()))?;
+                .map_err(|e| Error::invalid(e.to_string()))?;
             let mut samples = Vec::with_capacity(g);
             for j in 0..g {
                 let o = &outputs[p * g + j];
@@ -523,7 +523,7 @@ pub fn train_steering(
         // 4–6. L_GRPO + w·L_rank, `epochs` steps.
         let groups: Vec<usize> = picked.iter().map(|&i| bank_states[i].group).collect();
         let rank_pairs = hier_steer::rank::ranking_pairs(&qs, &groups)
-            .map_err(|e| Error::Invalid(e.to_string()))?
+            .map_err(|e| Error::invalid(e.to_string()))?
             .len();
         let fast_prompts = picked
             .iter()
@@ -572,14 +572,14 @@ pub fn train_steering(
                             .map(|r| padded(&r.iter().collect::<Vec<_>>(), c, &device)),
                         &ppo,
                     )
-                    .map_err(|e| Error::Invalid(e.to_string()))?;
+                    .map_err(|e| Error::invalid(e.to_string()))?;
                     grpo_loss = out.loss.clone().into_scalar::<f32>() as f64;
                     total = Some(out.loss);
                 }
                 if rank_pairs > 0 {
                     let z = log_odds(&lm, Some(id), &fast_prompts, answers.yes, answers.no, true)?;
                     let out =
-                        ranknet_loss(z, &qs, &groups).map_err(|e| Error::Invalid(e.to_string()))?;
+                        ranknet_loss(z, &qs, &groups).map_err(|e| Error::invalid(e.to_string()))?;
                     rank_loss = out.loss.clone().into_scalar::<f32>() as f64;
                     let l = out.loss.mul_scalar(cfg.rank_weight);
                     total = Some(match total {
@@ -590,20 +590,20 @@ pub fn train_steering(
                 let loss = total.expect("some loss");
                 let value = loss.clone().into_scalar::<f32>();
                 if !value.is_finite() {
-                    return Err(Error::Invalid(format!(
-                        "steering {}: loss became {value}; lower lr",
+                    return Err(Error::invalid(format!(
+                        "steering {}: loss became {value}; lower optim.lr",
                         cfg.adapter
                     )));
                 }
                 let mut grads = GradientsParams::from_grads(loss.backward(), &lm);
-                clip_global_norm(&lm, &mut grads, cfg.grad_clip);
-                lm = optim.step(cfg.lr, lm, grads);
+                cfg.optim.clip(&lm, &mut grads);
+                lm = optim.step(cfg.optim.lr_at(round, cfg.rounds), lm, grads);
             }
         }
         // Re-score the bank with the updated fast path.
         if (round + 1) % cfg.rescore_every == 0 {
             bank.rescore(priorities(&lm)?)
-                .map_err(|e| Error::Invalid(e.to_string()))?;
+                .map_err(|e| Error::invalid(e.to_string()))?;
         }
         let all: Vec<&SlowSample> = records.iter().flat_map(|r| &r.samples).collect();
         let share = |f: &dyn Fn(&SlowSample) -> bool| {
@@ -676,10 +676,8 @@ fn read_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(k, l)| {
-            serde_json::from_str(l).map_err(|e| Error::Checkpoint {
-                path: path.to_owned(),
-                msg: format!("line {}: {e}", k + 1),
-            })
+            serde_json::from_str(l)
+                .map_err(|e| Error::checkpoint(path.to_owned(), format!("line {}: {e}", k + 1)))
         })
         .collect()
 }
@@ -785,7 +783,7 @@ pub fn filtered_bc_examples(
     let mut out = Vec::new();
     for (k, r) in records.iter().enumerate() {
         let s = states.get(r.state).ok_or_else(|| {
-            Error::Invalid(format!("samples record {k}: no bank state {}", r.state))
+            Error::invalid(format!("samples record {k}: no bank state {}", r.state))
         })?;
         let o = s.observation(cfg);
         let what = format!("filtered BC record {k}");

@@ -15,6 +15,7 @@ use hier_steering::search_agent::{
 };
 use hier_steering::steer_agent::SteerConfig;
 use hier_steering::steer_train::{BankState, StateRecord, SteerTrainConfig, train_steering};
+use hier_train::optim::OptimConfig;
 use hier_train::policy::{Reply, TextPolicy};
 use hier_train::pretrain::TinyModelConfig;
 use hier_train::runlog::RunOptions;
@@ -217,9 +218,10 @@ fn train_config() -> SteerTrainConfig {
         samples: 3,
         continuations: 2,
         epochs: 2,
-        lr: 1e-2,
-        weight_decay: 0.0,
-        grad_clip: 1.0,
+        optim: OptimConfig {
+            grad_clip: Some(1.0),
+            ..OptimConfig::constant(1e-2)
+        },
         clip_eps: 0.2,
         beta: 0.05,
         rank_weight: 1.0,

@@ -72,9 +72,12 @@ pub enum Error {
         /// The tokenizer's error.
         source: hier_backbone::BackboneError,
     },
-    /// A setting or an argument that cannot work (named in the message).
+    /// A setting, an argument or a model output that cannot work (named in the message).
     #[error("{0}")]
     Invalid(String),
+    /// A figure could not be drawn (the plotting library's message).
+    #[error("drawing figures: {0}")]
+    Figure(String),
     /// A pipeline stage failed.
     #[error("stage {stage}: {source}")]
     Stage {
@@ -114,6 +117,58 @@ impl Error {
             msg: msg.into(),
         }
     }
+}
+
+/// Constructors of the shared cases for every error type that carries this crate's [`Error`]
+/// (the pipelines' errors wrap it whole): one list of the cases, here, not a copy per pipeline.
+/// With the trait in scope, `PipelineError::invalid(…)` builds `Train(Error::Invalid(…))`.
+pub trait SharedErrors: From<Error> {
+    /// A setting, an argument or a model output that cannot work (named in `msg`).
+    fn invalid(msg: String) -> Self {
+        Error::Invalid(msg).into()
+    }
+    /// An I/O error naming `path`.
+    fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::io(path, source).into()
+    }
+    /// A checkpoint at `path` the run cannot resume from or write, and why.
+    fn checkpoint(path: impl Into<PathBuf>, msg: impl Into<String>) -> Self {
+        Error::checkpoint(path, msg).into()
+    }
+    /// A profile (TOML) at `path` that does not parse or holds an unknown key.
+    fn profile(path: impl Into<PathBuf>, msg: impl Into<String>) -> Self {
+        Error::Config {
+            path: path.into(),
+            msg: msg.into(),
+        }
+        .into()
+    }
+    /// A figure that could not be drawn (the plotting library's message).
+    fn figure(msg: impl Into<String>) -> Self {
+        Error::Figure(msg.into()).into()
+    }
+}
+
+impl<E: From<Error>> SharedErrors for E {}
+
+/// `From` the leaf crates' errors (backbone, data, environments, I/O) for a pipeline error
+/// type `$error` with a `Train(hier_train::Error)` variant: each converts through [`Error`], so
+/// `?` works on them and they are listed once. The calling crate depends on `hier-backbone`,
+/// `hier-data` and `hier-envs` itself.
+#[macro_export]
+macro_rules! errors_through_train {
+    ($error:ty) => {
+        $crate::errors_through_train!(@each $error;
+            ::hier_backbone::BackboneError, ::hier_data::DataError,
+            ::hier_envs::EnvError, ::std::io::Error);
+    };
+    (@each $error:ty; $($source:ty),*) => {$(
+        impl ::std::convert::From<$source> for $error {
+            fn from(e: $source) -> Self {
+                Self::Train(e.into())
+            }
+        }
+    )*};
 }
 
 /// What a pipeline's error type must offer the stage runner ([`crate::stages`]): it takes this

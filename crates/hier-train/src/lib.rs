@@ -26,7 +26,7 @@ pub mod sft;
 pub mod stages;
 pub mod trainer;
 
-pub use error::{Error, Result, StageError};
+pub use error::{Error, Result, SharedErrors, StageError};
 pub use policy::{BackbonePolicy, Reply, TextPolicy, Trace};
 pub use runlog::RunOptions;
 pub use trainer::{LoopSpec, StepEvent, StepHook, TrainLoop};

@@ -24,7 +24,7 @@ use hier_backbone::{BackboneError, Batch, CausalLm, Forward, ModelConfig, Tokeni
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde::{Deserialize, Serialize};
 
-use crate::optim::clip_global_norm;
+use crate::optim::OptimConfig;
 
 use crate::error::{Error, Result};
 use crate::runlog::RunOptions;
@@ -99,16 +99,8 @@ pub struct TrainConfig {
     pub batch_size: usize,
     /// Optimiser steps.
     pub steps: usize,
-    /// Peak learning rate.
-    pub lr: f64,
-    /// Final learning rate of the cosine schedule.
-    pub min_lr: f64,
-    /// Linear warm-up steps.
-    pub warmup_steps: usize,
-    /// AdamW decoupled weight decay.
-    pub weight_decay: f32,
-    /// Global gradient-norm bound.
-    pub grad_clip: f32,
+    /// Learning rate and its schedule, weight decay, clipping (β₂ is pre-training's 0.95).
+    pub optim: OptimConfig,
     /// Seed of weights, tokenizer-independent batch sampling.
     pub seed: u64,
     /// Steps between checkpoints.
@@ -159,19 +151,8 @@ impl PretrainConfig {
         if t.checkpoint_every == 0 || t.log_every == 0 {
             return bad("train.checkpoint_every and train.log_every must be positive");
         }
-        if t.warmup_steps > t.steps {
-            return bad("train.warmup_steps exceeds train.steps");
-        }
-        if !(t.lr > 0.0 && t.min_lr >= 0.0 && t.min_lr <= t.lr) {
-            return bad("need 0 <= train.min_lr <= train.lr and train.lr > 0");
-        }
-        Ok(())
+        t.optim.check("train.optim", t.steps)
     }
-}
-
-/// Learning rate at `step`: linear warm-up to `lr`, then cosine decay to `min_lr`.
-pub fn learning_rate(t: &TrainConfig, step: usize) -> f64 {
-    crate::runlog::cosine_lr(t.lr, t.min_lr, t.warmup_steps, t.steps, step)
 }
 
 /// Documents of the corpus: each file split at blank lines.
@@ -285,7 +266,7 @@ pub fn pretrain(
         .with_beta_1(0.9)
         .with_beta_2(0.95)
         .with_epsilon(1e-8)
-        .with_weight_decay(t.weight_decay)
+        .with_weight_decay(t.optim.weight_decay)
         .init();
     let mut lm = if run.take_resumed().is_some() {
         let ckpt = run.checkpoint_dir();
@@ -314,12 +295,12 @@ pub fn pretrain(
         if !loss_value.is_finite() {
             return Err(Error::Checkpoint {
                 path: out.to_path_buf(),
-                msg: format!("loss became {loss_value} at step {step}; lower train.lr"),
+                msg: format!("loss became {loss_value} at step {step}; lower train.optim.lr"),
             });
         }
         let mut grads = GradientsParams::from_grads(loss.backward(), &lm);
-        let grad_norm = clip_global_norm(&lm, &mut grads, t.grad_clip);
-        let lr = learning_rate(t, step);
+        let grad_norm = t.optim.clip(&lm, &mut grads);
+        let lr = t.optim.lr_at(step, t.steps);
         lm = optim.step(lr, lm, grads);
         window_losses.push(loss_value);
         if run.logs_at(step, t.log_every) {
@@ -350,35 +331,4 @@ pub fn pretrain(
         last_loss,
         corpus_tokens: stream.len(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cfg() -> TrainConfig {
-        TrainConfig {
-            seq_len: 8,
-            batch_size: 2,
-            steps: 100,
-            lr: 1e-3,
-            min_lr: 1e-4,
-            warmup_steps: 10,
-            weight_decay: 0.0,
-            grad_clip: 1.0,
-            seed: 0,
-            checkpoint_every: 10,
-            log_every: 10,
-        }
-    }
-
-    #[test]
-    fn schedule_warms_up_then_decays() {
-        let t = cfg();
-        assert!((learning_rate(&t, 0) - 1e-4).abs() < 1e-12);
-        assert!((learning_rate(&t, 9) - 1e-3).abs() < 1e-12);
-        assert!((learning_rate(&t, 10) - 1e-3).abs() < 1e-12);
-        assert!((learning_rate(&t, 55) - 5.5e-4).abs() < 1e-9);
-        assert!((learning_rate(&t, 100) - 1e-4).abs() < 1e-12);
-    }
 }

@@ -17,8 +17,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::optim::clip_global_norm;
-use crate::runlog::cosine_lr;
+use crate::optim::OptimConfig;
 use crate::trainer::{LoopSpec, OPTIMIZER_FILE, TrainLoop, load_optimizer, save_optimizer};
 
 use crate::error::{Error, Result};
@@ -35,11 +34,8 @@ pub struct SftConfig {
     pub steps: usize,
     /// Examples per step (drawn with replacement).
     pub batch_size: usize,
-    pub lr: f64,
-    pub min_lr: f64,
-    pub warmup_steps: usize,
-    pub weight_decay: f32,
-    pub grad_clip: f32,
+    /// AdamW, schedule and clipping of the adapter's weights.
+    pub optim: OptimConfig,
     pub seed: u64,
     pub checkpoint_every: usize,
     pub log_every: usize,
@@ -54,12 +50,7 @@ impl SftConfig {
         if self.checkpoint_every == 0 || self.log_every == 0 {
             return bad("checkpoint_every and log_every must be positive");
         }
-        if !(self.lr > 0.0 && self.min_lr >= 0.0 && self.min_lr <= self.lr) {
-            return bad("need 0 ≤ min_lr ≤ lr and lr > 0");
-        }
-        if self.warmup_steps > self.steps {
-            return bad("warmup_steps exceeds steps");
-        }
+        self.optim.check("sft.optim", self.steps)?;
         Ok(self.lora.check("sft")?)
     }
 }
@@ -185,7 +176,7 @@ pub fn train_adapter(
         cfg.checkpoint_every,
     );
     let mut run: TrainLoop<SftConfig> = TrainLoop::open(out, spec, cfg, opts)?;
-    let mut optim = crate::optim::adamw(cfg.weight_decay);
+    let mut optim = cfg.optim.adamw();
     let id = if run.take_resumed().is_some() {
         let ckpt = run.checkpoint_dir();
         optim = load_optimizer(optim, ckpt, OPTIMIZER_FILE)?;
@@ -210,8 +201,8 @@ pub fn train_adapter(
             )));
         }
         let mut grads = GradientsParams::from_grads(loss.backward(), &lm);
-        let grad_norm = clip_global_norm(&lm, &mut grads, cfg.grad_clip);
-        let lr = cosine_lr(cfg.lr, cfg.min_lr, cfg.warmup_steps, cfg.steps, step);
+        let grad_norm = cfg.optim.clip(&lm, &mut grads);
+        let lr = cfg.optim.lr_at(step, cfg.steps);
         lm = optim.step(lr, lm, grads);
         window.push(value);
         if run.logs_at(step, cfg.log_every) {
@@ -253,24 +244,18 @@ pub struct SftSpec {
     pub lora: LoraConfig,
     pub steps: usize,
     pub batch_size: usize,
-    pub lr: f64,
-    pub min_lr: f64,
-    pub warmup_steps: usize,
+    pub optim: OptimConfig,
 }
 
-/// The SFT run of `spec` for adapter `adapter` with `seed` (weight decay 0.01, clipping 1.0,
-/// four checkpoints and twenty log lines per run).
+/// The SFT run of `spec` for adapter `adapter` with `seed` (four checkpoints and twenty log lines
+/// per run).
 pub fn sft_config(spec: &SftSpec, adapter: &str, seed: u64) -> SftConfig {
     SftConfig {
         adapter: adapter.into(),
         lora: spec.lora.clone(),
         steps: spec.steps,
         batch_size: spec.batch_size,
-        lr: spec.lr,
-        min_lr: spec.min_lr,
-        warmup_steps: spec.warmup_steps,
-        weight_decay: 0.01,
-        grad_clip: 1.0,
+        optim: spec.optim.clone(),
         seed,
         checkpoint_every: spec.steps.div_ceil(4).max(1),
         log_every: (spec.steps / 20).max(1),

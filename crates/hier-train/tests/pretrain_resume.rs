@@ -7,6 +7,7 @@ use hier_backbone::burn::tensor::Device;
 use hier_backbone::weights::read_safetensors;
 use hier_backbone::{Batch, CausalLm, Forward, Tokenizer};
 use hier_train::RunOptions;
+use hier_train::optim::OptimConfig;
 use hier_train::pretrain::{PretrainConfig, TinyModelConfig, TrainConfig, pretrain};
 
 fn config(steps: usize) -> PretrainConfig {
@@ -27,11 +28,13 @@ fn config(steps: usize) -> PretrainConfig {
             seq_len: 16,
             batch_size: 4,
             steps,
-            lr: 3e-3,
-            min_lr: 3e-4,
-            warmup_steps: 2,
-            weight_decay: 0.01,
-            grad_clip: 1.0,
+            optim: OptimConfig {
+                lr: 3e-3,
+                min_lr: Some(3e-4),
+                warmup_steps: 2,
+                weight_decay: 0.01,
+                grad_clip: Some(1.0),
+            },
             seed: 5,
             checkpoint_every: 2,
             log_every: 1,

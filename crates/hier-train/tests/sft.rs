@@ -8,6 +8,7 @@ use hier_backbone::burn::tensor::Device;
 use hier_backbone::weights::read_safetensors;
 use hier_backbone::{Batch, CausalLm, Forward, LoraConfig, TargetModule};
 use hier_train::RunOptions;
+use hier_train::optim::OptimConfig;
 use hier_train::pretrain::TinyModelConfig;
 use hier_train::sft::{SftConfig, SftExample, train_adapter};
 
@@ -49,11 +50,13 @@ fn config(steps: usize) -> SftConfig {
         ),
         steps,
         batch_size: 8,
-        lr: 2e-2,
-        min_lr: 2e-3,
-        warmup_steps: 2,
-        weight_decay: 0.0,
-        grad_clip: 1.0,
+        optim: OptimConfig {
+            lr: 2e-2,
+            min_lr: Some(2e-3),
+            warmup_steps: 2,
+            weight_decay: 0.0,
+            grad_clip: Some(1.0),
+        },
         seed: 3,
         checkpoint_every: 3,
         log_every: 1,

@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::online_rl::CurvePoint;
 use crate::table1::profile::Profile;
 use crate::table1::results::{AblationRow, Cell};
+use hier_train::SharedErrors as _;
 
 /// Draws every figure into `<out>/figures/`.
 pub fn draw_all(
@@ -43,7 +44,7 @@ pub fn draw_all(
             text.as_bytes(),
         )?);
     }
-    let e = |e: Box<dyn std::error::Error>| Error::Figure(e.to_string());
+    let e = |e: Box<dyn std::error::Error>| Error::figure(e.to_string());
     success_bars(&dir.join("success.png"), profile, cells).map_err(e)?;
     difficulty_bars(&dir.join("difficulty.png"), profile, cells).map_err(e)?;
     if !curves.is_empty() {

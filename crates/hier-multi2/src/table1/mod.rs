@@ -44,6 +44,7 @@ use crate::envs::EnvKind;
 use crate::error::{Error, Result};
 use data::{EnvData, corpus_text, read_data};
 use evaluate::{Agent, SplitTasks, evaluate, of_tasks, open_envs};
+use hier_train::SharedErrors as _;
 pub use hier_train::stages::{BackboneSpec, Report, RunConfig, StageRecord};
 use hier_train::stages::{
     Stages, backbone_stage, load, read_json, read_jsonl, run_pipeline, sft_stage, take, write_json,
@@ -312,7 +313,7 @@ impl Ctx<'_, '_> {
                     ex.extend(executor_examples(tok, &d.sys2, max_len)?);
                     Ok(ex)
                 }
-                other => Err(Error::Invalid(format!("no SFT data for `{other}`"))),
+                other => Err(Error::invalid(format!("no SFT data for `{other}`"))),
             },
         )?;
         Ok(Made {
@@ -339,7 +340,7 @@ impl Ctx<'_, '_> {
             "iql" | "glider" => Variant::VanillaIql,
             "released" => Variant::ReleasedCode,
             "sys2" | "sys1" | "shared" => Variant::Multi2,
-            other => return Err(Error::Invalid(format!("no offline RL recipe `{other}`"))),
+            other => return Err(Error::invalid(format!("no offline RL recipe `{other}`"))),
         };
         let off = OfflineRlConfig {
             adapter: adapter.clone(),
@@ -715,10 +716,13 @@ mod tests {
         let paper = Profile::from_file(&configs().join("paper.toml")).unwrap();
         assert!(matches!(paper.backbone, BackboneSpec::Hf { .. }));
         assert_eq!(
-            (paper.offline.actor_lr, paper.offline.critic_lr),
+            (paper.offline.actor_optim.lr, paper.offline.critic_optim.lr),
             (1e-4, 1e-5)
         );
-        assert_eq!((paper.online.actor_lr, paper.online.eta), (1e-5, 0.02));
+        assert_eq!(
+            (paper.online.actor_optim.lr, paper.online.eta),
+            (1e-5, 0.02)
+        );
         assert_eq!(paper.offline.critic.tau, 0.7);
 
         let dir = tempfile::tempdir().unwrap();

@@ -14,6 +14,7 @@ use crate::offline_rl::OfflineRlConfig;
 use crate::online_rl::OnlineRlConfig;
 use crate::react::PromptedSpec;
 use hier_rl_losses::Variant;
+use hier_train::SharedErrors as _;
 use hier_train::sft::SftSpec;
 use hier_train::stages::BackboneSpec;
 
@@ -228,7 +229,7 @@ impl Method {
             .into_iter()
             .find(|m| m.name() == name)
             .ok_or_else(|| {
-                Error::Invalid(format!(
+                Error::invalid(format!(
                     "unknown method `{name}`: expected one of {:?}",
                     Method::ALL.map(Method::name)
                 ))
@@ -245,10 +246,7 @@ impl std::fmt::Display for Method {
 impl Profile {
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let profile_error = |msg: String| Error::Profile {
-            path: path.into(),
-            msg,
-        };
+        let profile_error = |msg: String| Error::profile(path, msg);
         let p: Profile = toml::from_str(&text).map_err(|e| profile_error(e.to_string()))?;
         p.check().map_err(|e| profile_error(e.to_string()))?;
         Ok(p)
@@ -256,28 +254,28 @@ impl Profile {
 
     pub fn check(&self) -> Result<()> {
         if self.envs.is_empty() || self.methods.is_empty() {
-            return Err(Error::Invalid("no environments or no methods".into()));
+            return Err(Error::invalid("no environments or no methods".into()));
         }
         if self.eval.seeds.is_empty() || self.eval.parallel == 0 || self.eval.tasks_per_split == 0 {
-            return Err(Error::Invalid(
+            return Err(Error::invalid(
                 "eval needs seeds, parallel > 0 and tasks_per_split > 0".into(),
             ));
         }
         if self.prompted.reflexion_seeds.is_empty() || self.prompted.reflexion_trials == 0 {
-            return Err(Error::Invalid(
+            return Err(Error::invalid(
                 "prompted: reflexion needs seeds and at least one trial".into(),
             ));
         }
         if let Some(a) = &self.ablations {
             if !self.envs.contains(&a.env) {
-                return Err(Error::Invalid(format!(
+                return Err(Error::invalid(format!(
                     "ablations.env = `{}` is not among envs {:?}",
                     a.env,
                     self.envs.iter().map(|e| e.name()).collect::<Vec<_>>()
                 )));
             }
             if a.seeds.is_empty() || a.eval_seeds.is_empty() || a.tasks_per_split == 0 {
-                return Err(Error::Invalid(
+                return Err(Error::invalid(
                     "ablations need seeds, eval_seeds and tasks_per_split > 0".into(),
                 ));
             }
