@@ -79,8 +79,10 @@ where
     Ok(Some(state))
 }
 
-/// Fills a fresh `<ckpt>.tmp` with `fill`, then swaps it in for `ckpt`, so a crash at any
-/// point leaves either the old or the new checkpoint whole.
+/// Fills a fresh `<ckpt>.tmp` with `fill`, then swaps it in for `ckpt` by two renames
+/// (`ckpt` → `<ckpt>.old`, `<ckpt>.tmp` → `ckpt`), so a crash at any point leaves a whole
+/// checkpoint on disk: `ckpt` itself, or — killed between the two renames — `<ckpt>.old`, which
+/// [`recover_swapped_dir`] puts back.
 pub fn swap_in_dir<E>(
     ckpt: &Path,
     fill: impl FnOnce(&Path) -> std::result::Result<(), E>,
@@ -100,6 +102,41 @@ where
     std::fs::rename(&tmp, ckpt)?;
     let _ = std::fs::remove_dir_all(&old);
     Ok(())
+}
+
+/// What [`recover_swapped_dir`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// `ckpt` was whole (or there was none); leftovers of an unfinished swap were removed.
+    Intact,
+    /// `ckpt` was missing but `<ckpt>.old` was there: a swap was killed between its renames,
+    /// and the previous checkpoint is back in place.
+    RestoredOld,
+}
+
+/// Brings `ckpt` back to a whole checkpoint after a [`swap_in_dir`] that may have been killed.
+///
+/// The invariant: `<ckpt>.old` exists only between the two renames and just after them, so
+/// - `ckpt` present: it is whole (the second rename is atomic); any `.old`/`.tmp` is stale;
+/// - `ckpt` absent, `.old` present: killed between the renames — `.old` is the last complete
+///   checkpoint and is renamed back (the newer `.tmp` was complete too, but `.old` is the one
+///   written long enough ago to have reached the disk whatever the cause of the crash);
+/// - neither: no checkpoint was ever completed; a `.tmp` is a partial first one.
+pub fn recover_swapped_dir(ckpt: &Path) -> std::io::Result<Recovery> {
+    let tmp = ckpt.with_extension("tmp");
+    let old = ckpt.with_extension("old");
+    let recovery = if !ckpt.exists() && old.is_dir() {
+        std::fs::rename(&old, ckpt)?;
+        Recovery::RestoredOld
+    } else {
+        Recovery::Intact
+    };
+    for leftover in [&tmp, &old] {
+        if leftover.exists() {
+            std::fs::remove_dir_all(leftover)?;
+        }
+    }
+    Ok(recovery)
 }
 
 /// A bar of `len` steps labelled `what` (hidden unless `show`).

@@ -17,7 +17,8 @@
 //! ```
 //!
 //! Invariants: `<out>/<pin file>` holds the config the directory was started with (another
-//! config is refused); `<out>/checkpoint/` is replaced whole ([`swap_in_dir`]) and its
+//! config is refused); `<out>/checkpoint/` is replaced whole ([`swap_in_dir`]; a swap killed
+//! half-way is undone on open by [`recover_swapped_dir`]) and its
 //! `state.json` holds `{step, config, extra}`; `metrics.jsonl` never holds a line of a step
 //! after the checkpoint a run resumes from; a stop on request (`stop_after`, or the hook)
 //! happens only right after a checkpoint.
@@ -31,8 +32,8 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
 use crate::runlog::{
-    RunOptions, append_line, keep_metrics_up_to, pin_config, progress_bar, resume_state,
-    swap_in_dir,
+    Recovery, RunOptions, append_line, keep_metrics_up_to, pin_config, progress_bar,
+    recover_swapped_dir, resume_state, swap_in_dir,
 };
 
 /// What a step hook sees after each step (before the checkpoint decision).
@@ -130,6 +131,14 @@ where
         std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
         pin_config(&out.join(spec.pin_file), &spec.pinned)?;
         let ckpt = out.join("checkpoint");
+        if recover_swapped_dir(&ckpt).map_err(|e| Error::io(&ckpt, e))? == Recovery::RestoredOld {
+            tracing::warn!(
+                "{}: a checkpoint swap was interrupted; resuming from the previous checkpoint, \
+                 restored from {}",
+                spec.what,
+                ckpt.with_extension("old").display()
+            );
+        }
         let state: Option<TrainState<C, X>> =
             resume_state(&ckpt.join("state.json"), config, |s: &TrainState<C, X>| {
                 &s.config
@@ -400,5 +409,25 @@ mod tests {
             Err(Error::Checkpoint { msg, .. }) => assert!(msg.contains("7 steps done"), "{msg}"),
             _ => panic!("a checkpoint past the end must be refused"),
         }
+    }
+
+    #[test]
+    fn a_swap_killed_between_its_renames_resumes_from_the_previous_checkpoint() {
+        let tmp = tempfile::tempdir().unwrap();
+        let stop = RunOptions {
+            stop_after: Some(4),
+            ..Default::default()
+        };
+        run(tmp.path(), &stop, 7);
+        // What a kill between `checkpoint → checkpoint.old` and `checkpoint.tmp → checkpoint`
+        // leaves: the step-4 checkpoint as `.old`, and a newer, complete `.tmp`.
+        let ckpt = tmp.path().join("checkpoint");
+        std::fs::rename(&ckpt, ckpt.with_extension("old")).unwrap();
+        std::fs::create_dir(ckpt.with_extension("tmp")).unwrap();
+        let mut reopened: TrainLoop<u32, usize> =
+            TrainLoop::open(tmp.path(), spec(7, 3), &1, &RunOptions::default()).unwrap();
+        assert_eq!(reopened.start(), 4);
+        assert_eq!(reopened.take_resumed(), Some((0..4).sum()));
+        assert!(!ckpt.with_extension("old").exists() && !ckpt.with_extension("tmp").exists());
     }
 }
