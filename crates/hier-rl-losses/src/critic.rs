@@ -41,10 +41,11 @@ pub fn td_loss(
     }
     let ok = all_finite(&[&q, &reward, &done, &v_next_target]);
     let (m, dropped) = effective_mask(mask, &ok);
-    let target = zero_where_bad(reward, &ok)
-        + (zero_where_bad(done, &ok).neg() + 1.0)
-            * zero_where_bad(v_next_target, &ok).detach()
-            * gamma;
+    // The whole target y = r + γ(1−d)·V̄(o') is a constant of the step, whatever the caller
+    // passes (tests/detached_targets.rs).
+    let target = (zero_where_bad(reward, &ok)
+        + (zero_where_bad(done, &ok).neg() + 1.0) * zero_where_bad(v_next_target, &ok) * gamma)
+        .detach();
     let q = zero_where_bad(q, &ok);
     let delta = target - q.clone();
     let loss = masked_mean(delta.clone().square(), m.clone());

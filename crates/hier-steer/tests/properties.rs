@@ -245,3 +245,46 @@ fn ppo_loss_drops_non_finite_tokens_and_checks_shapes() {
     .unwrap_err();
     assert!(e.to_string().contains("advantages"));
 }
+
+/// PPO keeps the sampling policy, the advantages and the reference out of the gradient: each
+/// is passed as a tensor that requires one and gets none, while `logp` does.
+#[test]
+fn ppo_targets_are_detached() {
+    use hier_steer::burn::tensor::{Device, Tensor, TensorData};
+    use hier_steer::grpo::{PpoConfig, ppo_clip_loss};
+    let dev = Device::flex().autodiff();
+    let leaf =
+        |v: Vec<f32>| Tensor::<2>::from_data(TensorData::new(v, [2, 3]), &dev).require_grad();
+    let logp = leaf(vec![-1.0, -0.5, -2.0, -0.3, -1.2, -0.8]);
+    let old = leaf(vec![-1.1, -0.4, -2.2, -0.2, -1.0, -0.9]);
+    let reference = leaf(vec![-0.9, -0.6, -1.8, -0.4, -1.1, -0.7]);
+    let adv = Tensor::<1>::from_data(TensorData::new(vec![0.8, -0.5], [2]), &dev).require_grad();
+    let mask = Tensor::<2>::ones([2, 3], &dev);
+    let cfg = PpoConfig {
+        beta: 0.1,
+        ..Default::default()
+    };
+    let out = ppo_clip_loss(
+        logp.clone(),
+        old.clone(),
+        adv.clone(),
+        mask,
+        Some(reference.clone()),
+        &cfg,
+    )
+    .unwrap();
+    let g = out.loss.backward();
+    let norm = |t: Tensor<2>| t.abs().sum().into_scalar::<f32>();
+    assert!(norm(logp.grad(&g).expect("logp is trained")) > 0.0);
+    for (name, t) in [("logp_old", &old), ("logp_ref", &reference)] {
+        assert!(
+            t.grad(&g).is_none_or(|x| norm(x) == 0.0),
+            "{name} received a gradient"
+        );
+    }
+    assert!(
+        adv.grad(&g)
+            .is_none_or(|x| x.abs().sum().into_scalar::<f32>() == 0.0),
+        "the advantages received a gradient"
+    );
+}
