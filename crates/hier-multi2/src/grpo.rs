@@ -181,7 +181,7 @@ pub fn decisions(trace: &Trace, level: Level) -> Vec<(String, String)> {
 /// `samples` — decisions with their episode's advantage — on adapter `id` (`cfg.adapter`).
 /// The ratio's denominator is the adapter before the first step (the policy that played);
 /// with `cfg.beta > 0` the k3 KL to `cfg.reference` is added; every step takes learning rate
-/// `lr`. Returns every step's loss.
+/// `lr`. Returns every step's loss and the non-finite tokens the loss dropped in all of them.
 #[allow(clippy::too_many_arguments)]
 pub fn ppo_passes(
     mut lm: CausalLm,
@@ -191,10 +191,11 @@ pub fn ppo_passes(
     samples: &[(SftExample, f32)],
     cfg: &GrpoConfig,
     rng: &mut StdRng,
-) -> Result<(CausalLm, Vec<f64>)> {
+) -> Result<(CausalLm, Vec<f64>, f32)> {
     let mut losses = Vec::new();
+    let mut dropped = 0.0;
     if samples.is_empty() {
-        return Ok((lm, losses));
+        return Ok((lm, losses, dropped));
     }
     let device = lm.device();
     let ppo = PpoConfig {
@@ -240,6 +241,9 @@ pub fn ppo_passes(
             let adv = Tensor::<1>::from_data(TensorData::new(adv, [batch.len()]), &device);
             let out = ppo_clip_loss(s.logprobs, old_t, adv, s.mask, ref_t, &ppo)
                 .map_err(|e| Error::invalid(e.to_string()))?;
+            dropped += out
+                .component("nonfinite")
+                .expect("the PPO loss reports its dropped non-finite tokens");
             let value = out.loss.clone().into_scalar::<f32>();
             if !value.is_finite() {
                 return Err(Error::invalid(format!(
@@ -253,7 +257,7 @@ pub fn ppo_passes(
             losses.push(value as f64);
         }
     }
-    Ok((lm, losses))
+    Ok((lm, losses, dropped))
 }
 
 /// Trains (or resumes) `cfg.adapter` from `cfg.reference` by GRPO on `train_tasks`; `lm` must
@@ -378,7 +382,7 @@ pub fn train_grpo(
             }
         }
         // 3. PPO-clip passes.
-        let (m, losses) = ppo_passes(
+        let (m, losses, dropped) = ppo_passes(
             lm,
             id,
             &mut optim,
@@ -388,6 +392,7 @@ pub fn train_grpo(
             &mut rng,
         )?;
         lm = m;
+        run.count_nonfinite("ppo", dropped)?;
         let point = GrpoPoint {
             iteration: it + 1,
             episodes: traces.len(),
@@ -518,16 +523,21 @@ mod tests {
         let mut optim = hier_backbone::burn::optim::AdamWConfig::new().init();
         let mut rng = StdRng::seed_from_u64(0);
         let samples = vec![(good.clone(), 1.0), (bad.clone(), -1.0)];
-        let (lm, losses) =
+        let (lm, losses, dropped) =
             ppo_passes(lm, id, &mut optim, 2e-2, &samples, &config(), &mut rng).unwrap();
-        assert_eq!(losses.len(), 4, "one step per batch per epoch");
+        assert_eq!(
+            (losses.len(), dropped),
+            (4, 0.0),
+            "one step per batch per epoch"
+        );
         let (g1, b1) = logp(&lm, id);
         assert!(g1 > g0 + 0.1, "positive advantage: {g0} → {g1}");
         assert!(b1 < b0 - 0.1, "negative advantage: {b0} → {b1}");
         assert_eq!(logp(&lm, other), ref0, "other adapters are untouched");
         // No sample, no step.
         let mut optim = hier_backbone::burn::optim::AdamWConfig::new().init();
-        let (_, losses) = ppo_passes(lm, id, &mut optim, 2e-2, &[], &config(), &mut rng).unwrap();
+        let (_, losses, _) =
+            ppo_passes(lm, id, &mut optim, 2e-2, &[], &config(), &mut rng).unwrap();
         assert!(losses.is_empty());
     }
 

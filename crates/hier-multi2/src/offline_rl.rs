@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::roles::RlExample;
 use crate::sys2::{
     CriticConfig, Heads, Result, Sys2Optimizers, critic_step, forward_actions, next_state_values,
-    save_checkpoint_parts,
+    nonfinite, save_checkpoint_parts,
 };
 use hier_train::SharedErrors as _;
 use hier_train::optim::OptimConfig;
@@ -312,6 +312,13 @@ pub fn train_offline_from(
             samples,
             &actor_cfg,
         )?;
+        for (quantity, out) in [
+            ("actor", &actor),
+            ("td", &critic.td),
+            ("value", &critic.value),
+        ] {
+            run.count_nonfinite(quantity, nonfinite(out))?;
+        }
         let total = actor.loss.clone() + critic.td.loss.clone() + critic.value.loss.clone();
         let values = [
             actor.loss.clone().into_scalar::<f32>(),
@@ -395,8 +402,9 @@ pub fn train_offline_from(
 }
 
 /// One action per row of `batch` sampled from adapter `id` (on the model's inference copy,
-/// so no graph is built), as `(prompt, sampled tokens)` rows; a sample that produced no token
-/// is replaced by the stop token sequence so every row scores at least one token.
+/// so no graph is built), as `(prompt, sampled tokens)` rows. Generation yields at least one
+/// token per row (`sample_max_tokens` ≥ 1 is checked); an empty sample would be a backbone bug
+/// and is an error rather than a row silently scored on a stand-in.
 pub(crate) fn sample_actions(
     lm: &CausalLm,
     id: hier_backbone::AdapterId,
@@ -414,18 +422,22 @@ pub(crate) fn sample_actions(
         })
         .collect();
     let gens = inference.generate(&requests, sampling, Some(id), None)?;
-    Ok(batch
+    batch
         .iter()
         .zip(gens)
-        .map(|(e, g)| SftExample {
-            prompt: e.pair.prompt.clone(),
-            target: if g.tokens.is_empty() {
-                stop_ids.clone()
-            } else {
-                g.tokens
-            },
+        .enumerate()
+        .map(|(i, (e, g))| {
+            if g.tokens.is_empty() {
+                return Err(Error::invalid(format!(
+                    "offline rl: the policy sample of batch row {i} has no token"
+                )));
+            }
+            Ok(SftExample {
+                prompt: e.pair.prompt.clone(),
+                target: g.tokens,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// The token(s) the targets end with ([`STOP`]): the last token of any target.

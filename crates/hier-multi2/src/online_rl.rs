@@ -39,7 +39,7 @@ use crate::error::Error;
 use crate::roles::{RlExample, executor_rl_examples};
 use crate::sys2::{
     CriticConfig, Heads, Result, Sys2Optimizers, critic_step, forward_actions, next_state_values,
-    sarsa_critic_step, save_checkpoint_parts,
+    nonfinite, sarsa_critic_step, save_checkpoint_parts,
 };
 use hier_train::SharedErrors as _;
 use hier_train::optim::OptimConfig;
@@ -388,7 +388,10 @@ pub fn train_online(
                     sarsa_critic_step(&lm, id, &heads, &fwd, &batch, &cfg.critic)?
                 }
             };
-            let off = forward_actions(&lm, anchor, &pairs, reduction, false)?;
+            // The anchor's pass on the inference copy: a pass over tracked weights that is never
+            // back-propagated keeps its whole graph alive as long as those weights live (the
+            // anchor lives for the whole pipeline), ≈ 15 MB per online stage at smoke size.
+            let off = forward_actions(&lm.valid(), anchor, &pairs, reduction, false)?;
             let kl = match kl_kind {
                 KlKind::Exact => KlAnchor::Exact {
                     logits_on: fwd.logits.clone(),
@@ -414,6 +417,11 @@ pub fn train_online(
                 Some(kl),
                 &actor_cfg,
             )?;
+            run.count_nonfinite("actor", nonfinite(&actor))?;
+            if cfg.train_critic {
+                run.count_nonfinite("td", nonfinite(&critic.td))?;
+                run.count_nonfinite("value", nonfinite(&critic.value))?;
+            }
             let mut total = actor.loss.clone();
             if cfg.train_critic {
                 total = total + critic.td.loss.clone() + critic.value.loss.clone();

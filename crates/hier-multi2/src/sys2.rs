@@ -11,6 +11,7 @@
 
 use std::path::Path;
 
+use hier_backbone::burn::module::Module;
 use hier_backbone::burn::optim::{GradientsParams, ModuleOptimizer};
 use hier_backbone::burn::tensor::{Device, Gradients, Tensor, TensorData};
 use hier_backbone::weights::HostTensor;
@@ -201,9 +202,11 @@ pub fn next_state_values(
         let rows: Vec<Vec<u32>> = live.iter().map(|(_, n)| (*n).clone()).collect();
         let pad = lm.config.pad_token_id.unwrap_or(0);
         let batch = Batch::left_padded(&rows, pad);
+        // On the inference copy: a pass over tracked adapter weights that is never
+        // back-propagated keeps its graph alive as long as those weights live.
         let hidden = lm
-            .forward_hidden(&batch, Forward::with(Some(id)), None)?
-            .detach();
+            .valid()
+            .forward_hidden(&batch, Forward::with(Some(id)), None)?;
         let last = vec![batch.len - 1; rows.len()];
         let v = HostTensor::from_tensor(v_target.forward_at(hidden, &last)?).data;
         for ((i, _), x) in live.iter().zip(v) {
@@ -357,7 +360,14 @@ pub fn sarsa_critic_step(
     }
     let mut q_next = vec![0f32; b];
     if !next_rows.is_empty() {
-        let next = forward_actions(lm, id, &next_rows, hier_rl_losses::Reduction::Mean, false)?;
+        // On the inference copy (no graph kept alive; see `next_state_values`).
+        let next = forward_actions(
+            &lm.valid(),
+            id,
+            &next_rows,
+            hier_rl_losses::Reduction::Mean,
+            false,
+        )?;
         let q = HostTensor::from_tensor(heads.q_target.forward(next.h_action).detach()).data;
         for (&i, v) in live.iter().zip(q) {
             q_next[i] = v;
@@ -379,10 +389,17 @@ pub fn sarsa_critic_step(
         td,
         value: LossOutput {
             loss: Tensor::<1>::zeros([1], &device),
-            components: Vec::new(),
+            components: vec![("nonfinite", Tensor::<1>::zeros([1], &device))],
         },
         advantage,
     })
+}
+
+/// The non-finite elements a System-2 loss dropped (its `nonfinite` component, which every
+/// one of them reports), for [`hier_train::TrainLoop::count_nonfinite`].
+pub fn nonfinite(out: &LossOutput) -> f32 {
+    out.component("nonfinite")
+        .expect("every System-2 loss reports its dropped non-finite elements")
 }
 
 /// The three AdamW optimisers of System 2's RL (β 0.9/0.999, ε 1e-8): the adapter's (the

@@ -207,3 +207,54 @@ fn interrupted_run_resumes_to_the_uninterrupted_result() {
     .to_string();
     assert!(err.contains("offline_rl.json"), "{err}");
 }
+
+#[test]
+fn a_non_finite_reward_is_counted_and_stops_the_run_past_its_allowance() {
+    let device = Device::flex().autodiff();
+    // Every reward is NaN: every TD target is not a number, so the TD loss drops every row
+    // (4 a step), while the actor and the value loss, which read no reward, drop nothing.
+    let mut d = data();
+    for row in &mut d {
+        row.reward = f32::NAN;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let err = train_offline(
+        tiny(&device),
+        &d,
+        &config(4, 0.0),
+        dir.path(),
+        &RunOptions::default(),
+    )
+    .unwrap_err();
+    match err {
+        hier_multi2::Error::Train(hier_train::Error::NonFinite {
+            step,
+            quantity,
+            limit,
+            ..
+        }) => assert_eq!((step, quantity.as_str(), limit), (1, "td", 0)),
+        other => panic!("expected a non-finite stop at step 1, got {other}"),
+    }
+    assert!(
+        !dir.path().join("checkpoint").exists(),
+        "the suspect step is not checkpointed"
+    );
+
+    // Allowed: the run finishes, and every metric line says how many were dropped.
+    let dir = tempfile::tempdir().unwrap();
+    let lenient = RunOptions {
+        max_nonfinite: u64::MAX,
+        ..Default::default()
+    };
+    train_offline(tiny(&device), &d, &config(4, 0.0), dir.path(), &lenient).unwrap();
+    let lines = std::fs::read_to_string(dir.path().join("metrics.jsonl")).unwrap();
+    for l in lines.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(
+            v["nonfinite"],
+            serde_json::json!({"actor": 0, "td": 4, "value": 0}),
+            "{l}"
+        );
+    }
+    assert_eq!(lines.lines().count(), 4);
+}

@@ -32,7 +32,6 @@ use crate::steer_train::{
 use hier_train::SharedErrors as _;
 use hier_train::eval::spread;
 use hier_train::policy::BackbonePolicy;
-use hier_train::runlog::RunOptions;
 use hier_train::runlog::write_jsonl;
 use hier_train::sft::sft_config;
 use hier_train::sft::train_adapter;
@@ -244,14 +243,14 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
                 let key = serde_json::json!({"backbone": model_key, "demos": Stages::upstream(demo_dir),
                     "sft": sft, "max_len": p.max_len});
                 let dir = match &own {
-                    None => sft_stage(st, &mut lm, &adapter, key, &sft, cfg.progress, || {
+                    None => sft_stage(st, &mut lm, &adapter, key, &sft, || {
                         executor_examples(&tok, demos, p.max_len)
                     })?,
                     // Its own backbone: loaded only if the stage runs (and again when it plays).
                     Some((model_dir, _)) => st.run(&adapter, key, |dir| -> Result<()> {
                         let (own_lm, own_tok) = load_model(model_dir, &cfg.device)?;
                         let ex = executor_examples(&own_tok, demos, p.max_len)?;
-                        let opts = RunOptions::with_progress(cfg.progress);
+                        let opts = cfg.run_options();
                         train_adapter(own_lm, &ex, &sft, dir, &opts)?;
                         Ok(())
                     })?,
@@ -306,7 +305,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     let zero = sft_config(&p.format_sft, "steer-zero", p.seed);
     let key = serde_json::json!({"bank": Stages::upstream(&bank_dir), "sft": zero,
         "steer": p.steer, "max_len": p.max_len});
-    let zero_dir = sft_stage(st, &mut lm, "steer-zero", key, &zero, cfg.progress, || {
+    let zero_dir = sft_stage(st, &mut lm, "steer-zero", key, &zero, || {
         format_examples(&tok, &bank, &p.steer, p.max_len, p.seed)
     })?;
 
@@ -321,7 +320,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
         "executor": executors[0].key, "sampling": p.executor_sampling});
     let rl_dir = st.run("steer-rl", key, |dir| -> Result<()> {
         let mut envs = forks(train_env, train.parallel);
-        let opts = RunOptions::with_progress(cfg.progress);
+        let opts = cfg.run_options();
         // The executor is frozen: it plays from a copy of the model taken before training.
         let frozen = lm.valid();
         let main = ready(&mut players[0], &executors[0], &cfg.device)?;
@@ -345,22 +344,14 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     // 7. Filtered behaviour cloning from the training run's samples.
     let bc = sft_config(&p.bc, "steer-bc", p.seed);
     let key = serde_json::json!({"rl": Stages::upstream(&rl_dir), "sft": bc});
-    sft_stage(
-        st,
-        &mut lm,
-        "steer-bc",
-        key,
-        &bc,
-        cfg.progress,
-        || -> Result<_> {
-            let records: Vec<StateRecord> = read_jsonl(&rl_dir.join("samples.jsonl"))?;
-            let mut ex = filtered_bc_examples(&tok, &bank, &records, &p.steer, p.max_len)?;
-            // The protocol as well, so that BC differs from the zero-shot agent only by its
-            // filtered data.
-            ex.extend(format_examples(&tok, &bank, &p.steer, p.max_len, p.seed)?);
-            Ok(ex)
-        },
-    )?;
+    sft_stage(st, &mut lm, "steer-bc", key, &bc, || -> Result<_> {
+        let records: Vec<StateRecord> = read_jsonl(&rl_dir.join("samples.jsonl"))?;
+        let mut ex = filtered_bc_examples(&tok, &bank, &records, &p.steer, p.max_len)?;
+        // The protocol as well, so that BC differs from the zero-shot agent only by its
+        // filtered data.
+        ex.extend(format_examples(&tok, &bank, &p.steer, p.max_len, p.seed)?);
+        Ok(ex)
+    })?;
 
     // 8. Evaluation: every method with the training executor, the τ sweep, and transfer.
     let test = data.test_tasks(p.eval.tasks)?;

@@ -304,14 +304,20 @@ pub fn sample_slow(
         seed,
         use_cache: true,
     };
-    let decode = |ids: &[u32]| tok.decode(ids, true).unwrap_or_default();
+    // Only to watch for the stop string while generating: ids that do not decode there cannot
+    // hold it, and the final decode below reports them.
+    let watch = |ids: &[u32]| tok.decode(ids, true).unwrap_or_default();
     let outs = lm
-        .generate(&requests, &sampling, adapter, Some(&decode))
+        .generate(&requests, &sampling, adapter, Some(&watch))
         .map_err(|e| Error::invalid(format!("steering slow path: {e}")))?;
-    Ok(outs
-        .into_iter()
-        .map(|g| read_slow_path(&decode(&g.tokens)))
-        .collect())
+    outs.into_iter()
+        .map(|g| {
+            let text = tok
+                .decode(&g.tokens, true)
+                .map_err(|e| Error::invalid(format!("steering slow path: {e}")))?;
+            Ok(read_slow_path(&text))
+        })
+        .collect()
 }
 
 /// A prompt's ids, cut to `max_prompt` tokens by [`hier_train::prompt::fit_prompt`].
@@ -335,9 +341,15 @@ pub struct SlowOutput {
 
 /// Reads a generated slow-path continuation (the prompt ended with `<think>`).
 pub fn read_slow_path(generated: &str) -> SlowOutput {
-    let mut text = format!("<think>{generated}");
+    let text = format!("<think>{generated}");
     if !text.contains("</action>") {
-        text.push_str("</action>");
+        // Generation stops at `</action>`, so without it the output was cut at `max_tokens`:
+        // unreadable (counted as such), never completed by hand into something it did not say.
+        return SlowOutput {
+            text,
+            intervention: None,
+            parse_error: Some("cut at max_tokens before </action>".into()),
+        };
     }
     let (intervention, parse_error) = match parse_slow_path(&text) {
         Ok(p) => (
@@ -512,5 +524,25 @@ mod tests {
         assert!(fast_prompt(&o, false).ends_with("Answer:"));
         assert!(fast_prompt(&o, true).ends_with("Answer: "));
         assert!(slow_prompt(&o).ends_with("<think>"));
+    }
+
+    #[test]
+    fn a_slow_path_output_cut_before_its_closing_tag_is_unreadable_not_completed() {
+        let whole =
+            read_slow_path(" the last turn repeats </think><action>guide: search X</action>");
+        assert_eq!(
+            (whole.intervention, whole.parse_error),
+            (Some(Intervention::Guidance("search X".into())), None)
+        );
+        let cut = read_slow_path(" the last turn repeats </think><action>guide: sea");
+        assert_eq!(cut.intervention, None);
+        assert_eq!(
+            cut.parse_error.as_deref(),
+            Some("cut at max_tokens before </action>")
+        );
+        assert_eq!(
+            cut.text, "<think> the last turn repeats </think><action>guide: sea",
+            "the text is what was generated, nothing added"
+        );
     }
 }

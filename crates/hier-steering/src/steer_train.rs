@@ -571,15 +571,18 @@ pub fn train_steering(
                         refs.as_ref()
                             .map(|r| padded(&r.iter().collect::<Vec<_>>(), c, &device)),
                         &ppo,
-                    )
-                    .map_err(|e| Error::invalid(e.to_string()))?;
+                    )?;
+                    run.count_nonfinite(
+                        "ppo",
+                        out.component("nonfinite")
+                            .expect("the PPO loss reports its dropped non-finite tokens"),
+                    )?;
                     grpo_loss = out.loss.clone().into_scalar::<f32>() as f64;
                     total = Some(out.loss);
                 }
                 if rank_pairs > 0 {
                     let z = log_odds(&lm, Some(id), &fast_prompts, answers.yes, answers.no, true)?;
-                    let out =
-                        ranknet_loss(z, &qs, &groups).map_err(|e| Error::invalid(e.to_string()))?;
+                    let out = ranknet_loss(z, &qs, &groups)?;
                     rank_loss = out.loss.clone().into_scalar::<f32>() as f64;
                     let l = out.loss.mul_scalar(cfg.rank_weight);
                     total = Some(match total {

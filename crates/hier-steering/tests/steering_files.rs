@@ -71,6 +71,7 @@ fn config(out: PathBuf) -> RunConfig {
         device: hier_backbone::burn::tensor::Device::flex().autodiff(),
         progress: false,
         stop_after_stages: None,
+        memory_limit_mib: None,
     }
 }
 

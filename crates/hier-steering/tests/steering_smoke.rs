@@ -22,6 +22,7 @@ fn the_smoke_profile_runs_every_stage_writes_its_outputs_and_resumes() {
         device: device.clone(),
         progress: false,
         stop_after_stages: stop,
+        memory_limit_mib: None,
     };
     let a = tmp.path().join("a");
     let report = run(&p, &cfg(a.clone(), None)).unwrap();

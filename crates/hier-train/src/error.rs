@@ -75,6 +75,37 @@ pub enum Error {
     /// A setting, an argument or a model output that cannot work (named in the message).
     #[error("{0}")]
     Invalid(String),
+    /// Resident memory went past the run's limit (`what`: the stage, or the trainer and step,
+    /// after which the run stopped — a trainer checkpoints first, so it resumes).
+    #[error(
+        "{what}: resident memory {resident_mib:.0} MiB exceeds the limit of {limit_mib} MiB; \
+         the run stopped (it resumes from its last checkpoint; raise --max-rss-mib or free memory)"
+    )]
+    MemoryLimit {
+        /// Where the run was.
+        what: String,
+        /// Resident set size then.
+        resident_mib: f64,
+        /// The limit.
+        limit_mib: u64,
+    },
+    /// A loss dropped more non-finite elements of `quantity` than the run allows.
+    #[error(
+        "{what}: {count} non-finite element(s) of {quantity} by step {step} (limit {limit}); \
+         the step was not checkpointed — lower the learning rate or look at the data"
+    )]
+    NonFinite {
+        /// The trainer.
+        what: String,
+        /// The step (1-based) at which the limit was passed.
+        step: usize,
+        /// The loss or component (`actor`, `td`, `kl`, …).
+        quantity: String,
+        /// Elements dropped so far in this invocation.
+        count: u64,
+        /// The allowance.
+        limit: u64,
+    },
     /// A figure could not be drawn (the plotting library's message).
     #[error("drawing figures: {0}")]
     Figure(String),

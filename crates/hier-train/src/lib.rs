@@ -16,6 +16,7 @@ pub mod batching;
 pub mod charts;
 pub mod error;
 pub mod eval;
+pub mod memory;
 pub mod metrics;
 pub mod optim;
 pub mod policy;

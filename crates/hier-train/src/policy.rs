@@ -97,6 +97,8 @@ impl TextPolicy for BackbonePolicy<'_> {
             })
             .collect::<Result<Vec<_>>>()?;
         let tok = self.tokenizer;
+        // Only to watch for stop strings while generating: ids that do not decode there cannot
+        // hold one, and the final decode below reports them.
         let decode = |ids: &[u32]| tok.decode(ids, true).unwrap_or_default();
         let sampling = SamplingConfig {
             seed: self.sampling.seed.wrapping_add(self.calls),

@@ -165,6 +165,12 @@ pub struct RunOptions {
     pub stop_after: Option<usize>,
     /// Called after every step of the trainer ([`crate::trainer::StepHook`]).
     pub on_step: Option<crate::trainer::StepHook>,
+    /// Stop with [`crate::Error::MemoryLimit`] (after checkpointing) once resident memory
+    /// exceeds this many MiB ([`crate::memory`]).
+    pub memory_limit_mib: Option<u64>,
+    /// Non-finite elements a loss may drop from one quantity in one invocation before the
+    /// run stops ([`crate::trainer::TrainLoop::count_nonfinite`]); default 0.
+    pub max_nonfinite: u64,
 }
 
 impl RunOptions {

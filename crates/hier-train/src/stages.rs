@@ -75,7 +75,7 @@ pub fn backbone_stage<E: StageError>(
     match spec {
         BackboneSpec::Hf { path } => Ok((path.clone(), path.display().to_string())),
         BackboneSpec::Pretrain { model, train } => {
-            let (device, progress) = (st.cfg.device.clone(), st.cfg.progress);
+            let (device, opts) = (st.cfg.device.clone(), st.cfg.run_options());
             let dir = st.run(name, key, |dir| -> std::result::Result<(), E> {
                 let text = dir.join("corpus.txt");
                 hier_backbone::write_atomic(&text, corpus()?.as_bytes()).map_err(Error::from)?;
@@ -83,7 +83,6 @@ pub fn backbone_stage<E: StageError>(
                     model: model.clone(),
                     train: train.clone(),
                 };
-                let opts = RunOptions::with_progress(progress);
                 pretrain(&pc, &[text], &dir.join("model"), &device, &opts)?;
                 Ok(())
             })?;
@@ -101,6 +100,19 @@ pub struct RunConfig {
     pub progress: bool,
     /// Return after this many stages have *run* (cached ones do not count) — to test resuming.
     pub stop_after_stages: Option<usize>,
+    /// Stop with [`Error::MemoryLimit`] when resident memory exceeds this many MiB: checked
+    /// before and after every stage and after every training step (which checkpoints first).
+    pub memory_limit_mib: Option<u64>,
+}
+
+impl RunConfig {
+    /// The trainer options of this run's stages: its progress bars and memory limit.
+    pub fn run_options(&self) -> RunOptions {
+        RunOptions {
+            memory_limit_mib: self.memory_limit_mib,
+            ..RunOptions::with_progress(self.progress)
+        }
+    }
 }
 
 /// What happened to one stage.
@@ -114,6 +126,10 @@ pub struct StageRecord {
     /// Seconds the stage took when it ran (from its `DONE` stamp; `None` for stamps written
     /// before the time was recorded).
     pub ran_seconds: Option<f64>,
+    /// The process's resident memory (MiB) when the stage was over, in this invocation
+    /// ([`crate::memory::resident_mib`]; `None` where not reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_mib: Option<f64>,
 }
 
 /// The outcome of a run.
@@ -167,6 +183,8 @@ impl Stages<'_> {
             if self.cfg.stop_after_stages.is_some_and(|k| self.ran >= k) {
                 return Err(Error::Stopped.into());
             }
+            let limit = self.cfg.memory_limit_mib;
+            crate::memory::check_limit(limit, &format!("before stage {name}"))?;
             std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
             tracing::info!("stage {name}: running in {}", dir.display());
             work(&dir).map_err(|e| e.in_stage(name))?;
@@ -191,7 +209,11 @@ impl Stages<'_> {
                 .to_string(),
             cached,
             seconds: t.elapsed().as_secs_f64(),
+            rss_mib: crate::memory::resident_mib(),
         });
+        if !cached {
+            crate::memory::check_limit(self.cfg.memory_limit_mib, &format!("after stage {name}"))?;
+        }
         Ok(dir)
     }
 
@@ -211,12 +233,11 @@ pub fn sft_stage<E: StageError>(
     name: &str,
     key: serde_json::Value,
     sft: &SftConfig,
-    progress: bool,
     examples: impl FnOnce() -> std::result::Result<Vec<crate::sft::SftExample>, E>,
 ) -> std::result::Result<PathBuf, E> {
+    let opts = st.cfg.run_options();
     let dir = st.run(name, key, |dir| -> std::result::Result<(), E> {
         let ex = examples()?;
-        let opts = RunOptions::with_progress(progress);
         *lm = train_adapter(take(lm), &ex, sft, dir, &opts)?.0;
         Ok(())
     })?;

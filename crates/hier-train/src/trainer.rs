@@ -105,6 +105,7 @@ pub struct TrainLoop<C, X = ()> {
     ckpt: PathBuf,
     metrics: PathBuf,
     hook: Option<StepHook>,
+    memory_limit_mib: Option<u64>,
     stop_after: Option<usize>,
     bar: indicatif::ProgressBar,
     start: usize,
@@ -112,6 +113,15 @@ pub struct TrainLoop<C, X = ()> {
     stopped: bool,
     resumed: Option<X>,
     last_line: Option<serde_json::Value>,
+    nonfinite: std::collections::BTreeMap<String, NonFiniteTally>,
+    max_nonfinite: u64,
+}
+
+/// Non-finite elements dropped from one quantity.
+#[derive(Clone, Copy, Debug, Default)]
+struct NonFiniteTally {
+    since_log: u64,
+    total: u64,
 }
 
 impl<C, X> TrainLoop<C, X>
@@ -162,6 +172,7 @@ where
             ckpt,
             metrics,
             hook: opts.on_step.clone(),
+            memory_limit_mib: opts.memory_limit_mib,
             stop_after: opts.stop_after,
             bar,
             start,
@@ -169,6 +180,8 @@ where
             stopped: false,
             resumed,
             last_line: None,
+            nonfinite: std::collections::BTreeMap::new(),
+            max_nonfinite: opts.max_nonfinite,
             spec,
         })
     }
@@ -207,10 +220,49 @@ where
 
     /// Appends `line` (a JSON object) to `metrics.jsonl` with `"step"` set to the steps done
     /// once this step ends.
+    ///
+    /// Every quantity counted by [`TrainLoop::count_nonfinite`] so far appears as
+    /// `"nonfinite": {quantity: elements dropped since the previous line}`.
     pub fn log(&mut self, mut line: serde_json::Value) -> Result<()> {
         line["step"] = (self.step + 1).into();
+        if !self.nonfinite.is_empty() {
+            let mut counts = serde_json::Map::new();
+            for (quantity, tally) in &mut self.nonfinite {
+                counts.insert(
+                    quantity.clone(),
+                    std::mem::take(&mut tally.since_log).into(),
+                );
+            }
+            line["nonfinite"] = counts.into();
+        }
         append_line(&self.metrics, &line.to_string()).map_err(|e| Error::io(&self.metrics, e))?;
         self.last_line = Some(line);
+        Ok(())
+    }
+
+    /// Counts `count` non-finite elements that a loss dropped from `quantity` (its `nonfinite`
+    /// component) at the current step. The counts go into the metric lines ([`TrainLoop::log`]);
+    /// once this invocation's total for `quantity` exceeds [`RunOptions::max_nonfinite`]
+    /// (default 0: any), the run stops with [`Error::NonFinite`] naming the step and the
+    /// quantity, without checkpointing the suspect step.
+    pub fn count_nonfinite(&mut self, quantity: &str, count: f32) -> Result<()> {
+        let n = if count.is_finite() && count >= 0.0 {
+            count.round() as u64
+        } else {
+            u64::MAX // a count that is itself not a number: treat as over any limit
+        };
+        let tally = self.nonfinite.entry(quantity.to_owned()).or_default();
+        tally.since_log = tally.since_log.saturating_add(n);
+        tally.total = tally.total.saturating_add(n);
+        if tally.total > self.max_nonfinite {
+            return Err(Error::NonFinite {
+                what: self.spec.what.clone(),
+                step: self.step + 1,
+                quantity: quantity.to_owned(),
+                count: tally.total,
+                limit: self.max_nonfinite,
+            });
+        }
         Ok(())
     }
 
@@ -243,7 +295,11 @@ where
             })
             .is_break()
         });
-        let stop = hook_stop || self.stop_after.is_some_and(|s| self.step >= s);
+        let memory = crate::memory::check_limit(
+            self.memory_limit_mib,
+            &format!("{} at step {}", self.spec.what, self.step),
+        );
+        let stop = hook_stop || self.stop_after.is_some_and(|s| self.step >= s) || memory.is_err();
         let due =
             self.step.is_multiple_of(self.spec.checkpoint_every) || self.step == self.spec.total;
         if due || stop {
@@ -260,6 +316,7 @@ where
                 Ok(())
             })?;
         }
+        memory?;
         self.stopped = stop && self.step < self.spec.total;
         Ok(self.stopped)
     }
@@ -429,5 +486,83 @@ mod tests {
         assert_eq!(reopened.start(), 4);
         assert_eq!(reopened.take_resumed(), Some((0..4).sum()));
         assert!(!ckpt.with_extension("old").exists() && !ckpt.with_extension("tmp").exists());
+    }
+
+    #[test]
+    fn a_run_past_its_memory_limit_checkpoints_then_stops_with_an_error() {
+        if crate::memory::resident_mib().is_none() {
+            return; // the platform reports no resident memory: nothing to limit
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let tight = RunOptions {
+            memory_limit_mib: Some(1),
+            ..Default::default()
+        };
+        let mut run: TrainLoop<u32, usize> =
+            TrainLoop::open(tmp.path(), spec(7, 3), &1, &tight).unwrap();
+        assert_eq!(run.next_step(), Some(0));
+        let err = run
+            .end_step(|| 0, |_| -> Result<()> { Ok(()) })
+            .unwrap_err();
+        match err {
+            Error::MemoryLimit {
+                what, limit_mib, ..
+            } => {
+                assert_eq!((what.as_str(), limit_mib), ("test at step 1", 1))
+            }
+            other => panic!("expected a memory-limit error, got {other}"),
+        }
+        // The step was checkpointed first, so the run resumes there under a sane limit.
+        let reopened: TrainLoop<u32, usize> =
+            TrainLoop::open(tmp.path(), spec(7, 3), &1, &RunOptions::default()).unwrap();
+        assert_eq!(reopened.start(), 1);
+    }
+
+    #[test]
+    fn non_finite_counts_are_logged_and_stop_the_run_past_the_allowance() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = RunOptions {
+            max_nonfinite: 2,
+            ..Default::default()
+        };
+        let mut run: TrainLoop<u32, usize> =
+            TrainLoop::open(tmp.path(), spec(7, 3), &1, &opts).unwrap();
+        run.next_step();
+        run.count_nonfinite("td", 2.0).unwrap();
+        run.count_nonfinite("actor", 0.0).unwrap();
+        run.log(serde_json::json!({})).unwrap();
+        run.end_step(|| 0, |_| -> Result<()> { Ok(()) }).unwrap();
+        run.next_step();
+        run.count_nonfinite("actor", 0.0).unwrap();
+        run.log(serde_json::json!({})).unwrap();
+        let lines: Vec<serde_json::Value> =
+            std::fs::read_to_string(tmp.path().join("metrics.jsonl"))
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+        assert_eq!(
+            lines[0]["nonfinite"],
+            serde_json::json!({"actor": 0, "td": 2})
+        );
+        assert_eq!(
+            lines[1]["nonfinite"],
+            serde_json::json!({"actor": 0, "td": 0})
+        );
+        // A third td element passes the allowance of 2: the error names step and quantity.
+        match run.count_nonfinite("td", 1.0) {
+            Err(Error::NonFinite {
+                step,
+                quantity,
+                count,
+                limit,
+                ..
+            }) => assert_eq!((step, quantity.as_str(), count, limit), (2, "td", 3, 2)),
+            other => panic!("expected a non-finite stop, got {other:?}"),
+        }
+        assert!(
+            run.count_nonfinite("kl", f32::NAN).is_err(),
+            "a NaN count is over any limit"
+        );
     }
 }

@@ -37,7 +37,6 @@ use crate::roles::{
 };
 use crate::sys2::Heads;
 use hier_train::eval::{EpisodeResult, expert_lengths, spread, summarise};
-use hier_train::runlog::RunOptions;
 use hier_train::sft::sft_config;
 
 use crate::envs::EnvKind;
@@ -303,7 +302,6 @@ impl Ctx<'_, '_> {
             &format!("sft-{what}-{}", self.env),
             serde_json::json!({"base": self.base, "sft": sft}),
             &sft,
-            self.cfg.progress,
             || match what {
                 "sys1" => planner_examples(tok, &d.sys1, max_len),
                 "sys2" => executor_examples(tok, &d.sys2, max_len),
@@ -372,7 +370,6 @@ impl Ctx<'_, '_> {
             &stage,
             key,
             &off,
-            self.cfg.progress,
             &data,
             init.as_ref().map(|i| i.dir.join("adapter")).as_deref(),
         )?;
@@ -427,7 +424,7 @@ impl Ctx<'_, '_> {
                 &train,
                 &on,
                 dir,
-                &RunOptions::with_progress(cfg.progress),
+                &cfg.run_options(),
             )?;
             *lm = m;
             Ok(())
@@ -468,7 +465,7 @@ impl Ctx<'_, '_> {
                 let mut envs =
                     open_envs(env, (g.tasks_per_iteration * g.group_size).min(parallel))?;
                 let train = envs[0].tasks(Split::Train)?;
-                let opts = RunOptions::with_progress(cfg.progress);
+                let opts = cfg.run_options();
                 *lm = train_grpo(take(lm), tok, &mut envs, &train, &g, dir, &opts)?.0;
                 Ok(())
             })?;
@@ -641,12 +638,11 @@ fn offline_stage(
     name: &str,
     key: serde_json::Value,
     off: &OfflineRlConfig,
-    progress: bool,
     data: &[crate::roles::RlExample],
     init: Option<&Path>,
 ) -> Result<PathBuf> {
+    let opts = st.cfg.run_options();
     let dir = st.run(name, key, |dir| -> Result<()> {
-        let opts = RunOptions::with_progress(progress);
         *lm = train_offline_from(take(lm), data, off, dir, &opts, init)?.0;
         Ok(())
     })?;

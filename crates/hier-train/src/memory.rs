@@ -1,0 +1,62 @@
+//! The process's resident memory, and the limit a run holds itself to so that it stops with a
+//! clear error — after checkpointing — instead of being killed by the kernel's OOM killer.
+
+/// Resident set size of this process in MiB (`VmRSS` of `/proc/self/status`); `None` where
+/// the platform does not report it.
+pub fn resident_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    kib_field(&status, "VmRSS:").map(|kib| kib / 1024.0)
+}
+
+/// Physical memory in MiB (`MemTotal` of `/proc/meminfo`); `None` where not reported.
+pub fn physical_mib() -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    kib_field(&info, "MemTotal:").map(|kib| kib / 1024.0)
+}
+
+/// The value of a `Name:   1234 kB` line.
+fn kib_field(text: &str, name: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    line[name.len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// The default limit: 90 % of physical memory, so the run stops itself with room to spare
+/// before the kernel would kill it; `None` where physical memory is not reported.
+pub fn default_limit_mib() -> Option<u64> {
+    physical_mib().map(|m| (m * 0.9) as u64)
+}
+
+/// `Err` naming `what` when resident memory exceeds `limit_mib`.
+pub fn check_limit(limit_mib: Option<u64>, what: &str) -> crate::error::Result<()> {
+    let (Some(limit), Some(rss)) = (limit_mib, resident_mib()) else {
+        return Ok(());
+    };
+    if rss > limit as f64 {
+        return Err(crate::error::Error::MemoryLimit {
+            what: what.into(),
+            resident_mib: rss,
+            limit_mib: limit,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_kernels_fields_and_enforces_a_limit() {
+        let status = "Name:\tx\nVmPeak:\t  2048 kB\nVmRSS:\t    1536 kB\n";
+        assert_eq!(kib_field(status, "VmRSS:"), Some(1536.0));
+        assert_eq!(kib_field(status, "VmSwap:"), None);
+        if let Some(rss) = resident_mib() {
+            // This test process holds at least a megabyte and far less than a terabyte.
+            assert!(rss > 1.0 && rss < 1e6, "{rss}");
+            let err = check_limit(Some(1), "stage x").unwrap_err().to_string();
+            assert!(err.contains("stage x") && err.contains("1 MiB"), "{err}");
+            check_limit(Some(u64::MAX / 2), "stage x").unwrap();
+        }
+        check_limit(None, "stage x").unwrap();
+    }
+}
