@@ -157,7 +157,8 @@ impl<T: Schema> JsonlReader<T> {
         let mut lines = BufReader::new(f).lines();
         let first = lines
             .next()
-            .ok_or_else(|| DataError::file(&path, "empty file (no hier-data header)"))??;
+            .ok_or_else(|| DataError::file(&path, "empty file (no hier-data header)"))?
+            .map_err(|e| DataError::line(&path, 1, e.to_string()))?;
         let header: Header = serde_json::from_str(&first).map_err(|e| {
             DataError::line(
                 &path,
@@ -291,9 +292,19 @@ impl<T: Schema> ShardReader<T> {
             return Some(Err(self.truncated(e)));
         }
         let n = u32::from_le_bytes(len) as usize;
-        self.buf.resize(n, 0);
-        if let Err(e) = self.input.read_exact(&mut self.buf) {
-            return Some(Err(self.truncated(e)));
+        // Read what is there rather than allocating what the length field claims: a damaged
+        // length (up to 4 GiB) must not allocate more than the file holds.
+        self.buf.clear();
+        match (&mut self.input).take(n as u64).read_to_end(&mut self.buf) {
+            Err(e) => return Some(Err(self.truncated(e))),
+            Ok(got) if got < n => {
+                let e = std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("a frame of {n} bytes, {got} left in the file"),
+                );
+                return Some(Err(self.truncated(e)));
+            }
+            Ok(_) => {}
         }
         Some(Ok(std::mem::take(&mut self.buf)))
     }
@@ -346,7 +357,9 @@ pub fn peek_kind(path: &Path) -> Result<(String, u32)> {
             let f =
                 File::open(path).map_err(|e| DataError::file(path, format!("cannot open: {e}")))?;
             let mut first = String::new();
-            BufReader::new(f).read_line(&mut first)?;
+            BufReader::new(f)
+                .read_line(&mut first)
+                .map_err(|e| DataError::line(path, 1, e.to_string()))?;
             serde_json::from_str(&first)
                 .map_err(|e| DataError::line(path, 1, format!("not a hier-data header: {e}")))?
         }
@@ -355,7 +368,8 @@ pub fn peek_kind(path: &Path) -> Result<(String, u32)> {
                 File::open(path).map_err(|e| DataError::file(path, format!("cannot open: {e}")))?,
             );
             let mut magic = [0u8; 8];
-            f.read_exact(&mut magic)?;
+            f.read_exact(&mut magic)
+                .map_err(|e| DataError::file(path, format!("no shard header: {e}")))?;
             if &magic != MAGIC {
                 return Err(DataError::file(
                     path,

@@ -288,3 +288,23 @@ fn ppo_targets_are_detached() {
         "the advantages received a gradient"
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
+        failure_persistence: None,
+        ..Default::default()
+    })]
+
+    /// Model output is outside input: the slow-path parser reads anything without panicking,
+    /// and whatever it accepts has an action it names.
+    #[test]
+    fn the_slow_path_parser_survives_any_model_output(
+        text in "(<think>|</think>|<action>|</action>|pass|stop|guide:|reject:|Guide :|[ a-zé\\n:]{0,6}){0,12}"
+    ) {
+        if let Ok(out) = hier_steer::parse::parse_slow_path(&text) {
+            proptest::prop_assert!(text.contains("<action>") && text.contains("</action>"));
+            let _ = out.intervention;
+        }
+    }
+}

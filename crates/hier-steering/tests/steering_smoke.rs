@@ -68,13 +68,25 @@ fn the_smoke_profile_runs_every_stage_writes_its_outputs_and_resumes() {
             .count(),
         rows.len() + 1
     );
+    // With a usable font every figure is a real PNG; without one, NO_FONT.txt says why and
+    // no figure pretends to be there.
     let figs = a.join("figures");
-    assert!(
-        figs.join("NO_FONT.txt").exists()
-            || ["f1", "cost", "transfer", "tau_sweep"]
+    let names = ["f1", "cost", "transfer", "tau_sweep"];
+    if hier_train::charts::ensure_font().is_ok() {
+        assert!(!figs.join("NO_FONT.txt").exists());
+        for f in names {
+            let png = std::fs::read(figs.join(format!("{f}.png"))).unwrap();
+            assert!(png.starts_with(b"\x89PNG") && png.len() > 2000, "{f}.png");
+        }
+    } else {
+        let why = std::fs::read_to_string(figs.join("NO_FONT.txt")).unwrap();
+        assert!(why.contains("font"), "{why}");
+        assert!(
+            names
                 .iter()
-                .all(|f| figs.join(format!("{f}.png")).exists())
-    );
+                .all(|f| !figs.join(format!("{f}.png")).exists())
+        );
+    }
     // Stopped after 4 stages, then resumed: the same tables; a third run reuses everything.
     let b = tmp.path().join("b");
     assert!(!run(&p, &cfg(b.clone(), Some(4))).unwrap().complete);

@@ -398,12 +398,12 @@ impl GgufFile {
                 t.ty.name()
             )));
         }
-        let n = t
+        let size = t
             .dims
             .iter()
             .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .and_then(|n| (n / per_block).checked_mul(block_bytes))
             .ok_or_else(|| self.err(format!("tensor `{}`: size overflows", t.name)))?;
-        let size = n / per_block * block_bytes;
         let start = self.data_start.checked_add(t.offset);
         let end = start.and_then(|s| s.checked_add(size));
         match (start, end) {

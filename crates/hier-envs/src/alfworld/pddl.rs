@@ -163,6 +163,12 @@ impl Problem {
                         if f.first().and_then(Sexp::atom) == Some("=") {
                             continue;
                         }
+                        if f.is_empty() {
+                            return Err(EnvError::Alfworld(
+                                "an empty fact `()` in `:init` (a fact starts with its predicate)"
+                                    .into(),
+                            ));
+                        }
                         let words: Option<Vec<String>> =
                             f.iter().map(|s| s.atom().map(str::to_owned)).collect();
                         p.init.push(words.ok_or_else(|| {
