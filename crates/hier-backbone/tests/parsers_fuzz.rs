@@ -1,13 +1,15 @@
-//! The parsers of files from outside — GGUF, safetensors, `config.json` — survive any input:
+//! The parsers of files from outside — GGUF, safetensors, `config.json`, PEFT adapters —
+//! survive any input:
 //! random bytes and damaged copies of real fixtures (cut short, bytes overwritten, length fields
 //! set huge) give a typed error naming the file, never a panic or an unbounded allocation.
 //! Cases per property: `PROPTEST_CASES` (default 256 here; CI runs the default).
 
 use std::path::Path;
 
+use hier_backbone::burn::tensor::Device;
 use hier_backbone::gguf::GgufFile;
 use hier_backbone::weights::read_safetensors;
-use hier_backbone::{BackboneError, ModelConfig};
+use hier_backbone::{BackboneError, CausalLm, ModelConfig};
 use proptest::prelude::*;
 
 fn fixture(rel: &str) -> Vec<u8> {
@@ -113,6 +115,47 @@ proptest! {
         cfg[key] = value;
         if let Err(e) = ModelConfig::from_json(Path::new("config.json"), &cfg) {
             prop_assert!(names_the_file(&e, "config.json"), "{e}");
+        }
+    }
+
+    #[test]
+    fn peft_adapters_never_panic(
+        key in prop_oneof![
+            Just("r"), Just("lora_alpha"), Just("target_modules"), Just("lora_dropout"),
+            Just("use_rslora"), Just("use_dora"), Just("bias"), Just("peft_type"),
+            Just("fan_in_fan_out"), Just("rank_pattern"), Just("alpha_pattern"), Just("task_type"),
+        ],
+        value in prop_oneof![
+            Just(serde_json::json!(null)), Just(serde_json::json!(0)), Just(serde_json::json!(-4)),
+            Just(serde_json::json!(1u64 << 40)), Just(serde_json::json!("")), Just(serde_json::json!([])),
+            Just(serde_json::json!(["q_proj", "nope"])), Just(serde_json::json!({"q_proj": 0})),
+            Just(serde_json::json!(true)), Just(serde_json::json!(0.5)), Just(serde_json::json!("all-linear")),
+        ],
+        cut in proptest::option::of(0.0f64..1.0),
+    ) {
+        static LM: std::sync::OnceLock<std::sync::Mutex<CausalLm>> = std::sync::OnceLock::new();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama3");
+        let lm = LM.get_or_init(|| {
+            std::sync::Mutex::new(CausalLm::load(&src.join("model"), &Device::flex()).unwrap())
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg: serde_json::Value =
+            serde_json::from_slice(&fixture("llama3/adapter/adapter_config.json")).unwrap();
+        cfg[key] = value;
+        std::fs::write(dir.path().join("adapter_config.json"), cfg.to_string()).unwrap();
+        let mut weights = fixture("llama3/adapter/adapter_model.safetensors");
+        if let Some(c) = cut {
+            weights.truncate((weights.len() as f64 * c) as usize);
+        }
+        std::fs::write(dir.path().join("adapter_model.safetensors"), weights).unwrap();
+        let mut lm = lm.lock().unwrap();
+        if let Err(e) = lm.load_adapter("fuzzed", dir.path()) {
+            let msg = e.to_string();
+            prop_assert!(
+                msg.contains("adapter_config.json") || msg.contains("adapter_model.safetensors")
+                    || msg.contains(&dir.path().display().to_string()),
+                "{msg}"
+            );
         }
     }
 }

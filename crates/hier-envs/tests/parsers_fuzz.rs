@@ -1,6 +1,7 @@
 //! The parsers of outside input in the environments — PDDL problems, the retrieval server's
 //! requests (as values and as raw bytes on a socket), the QA agent's tool calls, Python literal
-//! modules (TextCraft's and ALFWorld's data files) — survive any input: a typed error or a
+//! modules (TextCraft's and ALFWorld's data files), ScienceWorld's py4j replies, TextCraft's
+//! recipe files — survive any input: a typed error or a
 //! well-formed answer, never a panic, and the server keeps serving others.
 //! Cases per property: `PROPTEST_CASES` (default 256).
 
@@ -157,4 +158,52 @@ fn the_server_survives_any_bytes_on_the_wire() {
     s.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     server.shutdown();
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// ScienceWorld's py4j replies come from a JVM over a socket: any line decodes or is a
+    /// protocol error.
+    #[test]
+    fn py4j_replies_never_panic(line in "(!y|!x|!)?[vnsiLdbrlx]?(\\PC|\\\\[nrt\\\\]){0,12}") {
+        let _ = hier_envs::scienceworld::py4j::decode_reply(&line);
+    }
+
+    /// TextCraft's recipe files (Minecraft JSON): a directory with one damaged recipe loads or
+    /// fails naming a file, never panics.
+    #[test]
+    fn damaged_recipe_files_never_panic(
+        file in 0usize..40,
+        key in prop_oneof![
+            Just("type"), Just("result"), Just("key"), Just("pattern"), Just("ingredients"),
+            Just("ingredient"), Just("count"), Just("group"),
+        ],
+        value in prop_oneof![
+            Just(serde_json::json!(null)), Just(serde_json::json!(0)), Just(serde_json::json!(-3)),
+            Just(serde_json::json!("")), Just(serde_json::json!("minecraft:")), Just(serde_json::json!([])),
+            Just(serde_json::json!([[]])), Just(serde_json::json!({})), Just(serde_json::json!({"item": 5})),
+            Just(serde_json::json!(["###", "#"])), Just(serde_json::json!({"tag": "minecraft:planks"})),
+            Just(serde_json::json!({"#": {}})), Just(serde_json::json!(1e300)),
+        ],
+    ) {
+        let src = hier_envs::assets::Assets::locate().unwrap().textcraft_recipes().unwrap();
+        let mut names: Vec<_> = std::fs::read_dir(&src).unwrap().map(|e| e.unwrap().path()).collect();
+        names.sort();
+        let dir = tempfile::tempdir().unwrap();
+        for (i, f) in names.iter().take(40).enumerate() {
+            let mut v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+            if i == file {
+                v[key] = value.clone();
+            }
+            std::fs::write(dir.path().join(f.file_name().unwrap()), v.to_string()).unwrap();
+        }
+        match hier_envs::textcraft::tree::CraftingTree::load(dir.path()) {
+            Ok(tree) => {
+                let _ = hier_envs::textcraft::TextCraft::from_tree(tree);
+            }
+            Err(e) => prop_assert!(e.to_string().contains(&dir.path().display().to_string()), "{e}"),
+        }
+    }
 }

@@ -96,12 +96,13 @@ fn repeated_training_stages_on_one_model_hold_flat_memory() {
         "resident MiB after each of {runs} online stages: {}",
         shown.join(" ")
     );
-    // After two stages of warm-up, memory stays within a band far below one stage's leak
-    // (29 MB a stage before the fix, so 5 stages would add 145 MB).
+    // After two stages of warm-up, memory stays within a band (the allocator's ±15 MB here)
+    // far below the leak it guards against: 29 MB a stage before the fix, ≈ 170 MB over the
+    // six stages after warm-up, so the bound is passed within two stages.
     let warm = curve[1];
     let peak = curve[2..].iter().cloned().fold(f64::MIN, f64::max);
     assert!(
-        peak - warm < 16.0,
+        peak - warm < 48.0,
         "resident memory grew {:.1} MiB over {} stages after warm-up: {shown:?}",
         peak - warm,
         runs - 2

@@ -36,7 +36,8 @@ pub struct ServerConfig {
     pub max_batch: usize,
     /// Request bodies larger than this are refused (413).
     pub max_body: usize,
-    /// A connection that sends nothing for this long is dropped.
+    /// A request that has not fully arrived this long after its connection was taken up gets
+    /// 408 and is closed (a deadline for the whole request, not per read).
     pub read_timeout: Duration,
 }
 
@@ -225,11 +226,36 @@ fn read_line(r: &mut impl BufRead) -> Result<String, Answer> {
     }
 }
 
+/// Reads from a socket until a deadline for the whole request: each read waits only for the
+/// time left, so a client that trickles a byte at a time cannot hold a worker past
+/// `read_timeout` (a per-read timeout alone would let it).
+struct DeadlineReader<'a> {
+    stream: &'a TcpStream,
+    deadline: std::time::Instant,
+}
+
+impl Read for DeadlineReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        let mut s = self.stream;
+        s.read(buf)
+    }
+}
+
 fn read_request(
     stream: &TcpStream,
     cfg: &ServerConfig,
 ) -> Result<(String, String, Vec<u8>), Answer> {
-    let mut r = BufReader::new(stream);
+    let mut r = BufReader::new(DeadlineReader {
+        stream,
+        deadline: std::time::Instant::now() + cfg.read_timeout,
+    });
     let first = read_line(&mut r)?;
     let mut parts = first.split_whitespace();
     let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
