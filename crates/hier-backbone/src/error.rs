@@ -145,8 +145,9 @@ pub(crate) fn read_json(path: &std::path::Path) -> Result<serde_json::Value> {
     })
 }
 
-/// Writes bytes atomically: a temporary file in the same folder, then a rename, so a crash
-/// never leaves a half-written file where a good one was.
+/// Writes bytes atomically: a temporary file in the same folder (removed if anything fails),
+/// synced, then renamed into place (`tempfile`'s `persist`), so a crash never leaves a
+/// half-written file where a good one was.
 pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let dir = path
@@ -154,14 +155,11 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(std::path::Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| BackboneError::io(dir, e))?;
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{file_name}.tmp{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| BackboneError::io(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| BackboneError::io(&tmp, e))?;
-    f.sync_all().map_err(|e| BackboneError::io(&tmp, e))?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(|e| BackboneError::io(path, e))
+    let mut f = tempfile::NamedTempFile::new_in(dir).map_err(|e| BackboneError::io(dir, e))?;
+    f.write_all(bytes)
+        .and_then(|()| f.as_file().sync_all())
+        .map_err(|e| BackboneError::io(f.path(), e))?;
+    f.persist(path)
+        .map(drop)
+        .map_err(|e| BackboneError::io(path, e.error))
 }

@@ -56,55 +56,49 @@ impl Header {
     }
 }
 
-/// A file being written under a temporary name; [`finish`](Self::finish) renames it into
-/// place, dropping it unfinished removes it.
+/// A file being written under a temporary name in its folder; [`finish`](Self::finish)
+/// syncs it and renames it into place (`tempfile`'s `persist`, as the backbone's
+/// `write_atomic` does), dropping it unfinished removes it (`tempfile`'s drop).
 struct Staged {
-    tmp: PathBuf,
     path: PathBuf,
-    out: Option<BufWriter<File>>,
+    out: BufWriter<tempfile::NamedTempFile>,
 }
 
 impl Staged {
     fn create(path: &Path) -> Result<Self> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| DataError::file(dir, format!("cannot create: {e}")))?;
+        if path.file_name().is_none() {
+            return Err(DataError::file(path, "not a file path"));
         }
-        let name = path
-            .file_name()
-            .ok_or_else(|| DataError::file(path, "not a file path"))?
-            .to_string_lossy();
-        let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-        let f =
-            File::create(&tmp).map_err(|e| DataError::file(&tmp, format!("cannot create: {e}")))?;
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)
+            .map_err(|e| DataError::file(dir, format!("cannot create: {e}")))?;
+        let f = tempfile::NamedTempFile::new_in(dir)
+            .map_err(|e| DataError::file(dir, format!("cannot create a temporary file: {e}")))?;
         Ok(Self {
-            tmp,
             path: path.to_owned(),
-            out: Some(BufWriter::new(f)),
+            out: BufWriter::new(f),
         })
     }
 
-    fn out(&mut self) -> &mut BufWriter<File> {
-        self.out.as_mut().expect("open until finish")
+    fn out(&mut self) -> &mut BufWriter<tempfile::NamedTempFile> {
+        &mut self.out
     }
 
-    fn finish(mut self) -> Result<PathBuf> {
-        let out = self.out.take().expect("open until finish");
-        let f = out
+    fn finish(self) -> Result<PathBuf> {
+        let f = self
+            .out
             .into_inner()
-            .map_err(|e| DataError::file(&self.tmp, format!("cannot flush: {e}")))?;
-        f.sync_all()?;
-        std::fs::rename(&self.tmp, &self.path)
-            .map_err(|e| DataError::file(&self.path, format!("cannot rename into place: {e}")))?;
-        Ok(self.path.clone())
-    }
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        if self.out.is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+            .map_err(|e| DataError::file(&self.path, format!("cannot flush: {e}")))?;
+        f.as_file()
+            .sync_all()
+            .map_err(|e| DataError::file(&self.path, format!("cannot sync: {e}")))?;
+        f.persist(&self.path).map_err(|e| {
+            DataError::file(&self.path, format!("cannot rename into place: {}", e.error))
+        })?;
+        Ok(self.path)
     }
 }
 

@@ -88,16 +88,21 @@ pub fn load_corpus(path: &Path) -> crate::Result<Vec<Document>> {
         .collect()
 }
 
-/// Writes `text` to a temporary file beside `path` and renames it into place, so a reader
-/// never sees half a file. (`hier-envs` sits below the crates that share such a helper.)
+/// Writes `text` to a temporary file beside `path` (removed if anything fails), synced, then
+/// renamed into place (`tempfile`'s `persist`, as `hier_backbone::write_atomic` does; the leaf
+/// crates do not depend on each other), so a reader never sees half a file.
 pub fn write_atomic(path: &Path, text: &str) -> crate::Result<()> {
     let err = |e: std::io::Error| EnvError::file(path, e.to_string());
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(err)?;
-    }
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(err)?;
+    let mut f = tempfile::NamedTempFile::new_in(dir).map_err(err)?;
+    std::io::Write::write_all(&mut f, text.as_bytes())
+        .and_then(|()| f.as_file().sync_all())
+        .map_err(err)?;
+    f.persist(path).map(drop).map_err(|e| err(e.error))
 }
 
 /// Writes documents as corpus rows, atomically.
