@@ -8,12 +8,10 @@ use hier_data::io::{JsonlWriter, ShardWriter, read};
 use hier_data::schema::Sys1Record;
 use proptest::prelude::*;
 
+/// Proptest's defaults (256 cases, or `PROPTEST_CASES`), without writing regression files into
+/// the source tree.
 fn config() -> ProptestConfig {
     ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(256),
         failure_persistence: None,
         ..ProptestConfig::default()
     }

@@ -2,11 +2,14 @@
 //! equation says, and an online phase configured as the authors' ScienceWorld trainer never
 //! draws an offline transition while the paper's configuration does.
 
+mod common;
+use common::tiny;
+
 use std::path::Path;
 
-use hier_backbone::burn::tensor::{Device, Tensor};
+use hier_backbone::Tokenizer;
+use hier_backbone::burn::tensor::Tensor;
 use hier_backbone::weights::HostTensor;
-use hier_backbone::{CausalLm, LoraConfig, TargetModule, Tokenizer};
 use hier_envs::textcraft::TextCraft;
 use hier_envs::{Env, Split};
 use hier_multi2::envs::EnvKind;
@@ -16,33 +19,7 @@ use hier_multi2::sys2::{CriticConfig, Heads, forward_actions, sarsa_critic_step}
 use hier_multi2::table1::{Profile, online_config};
 use hier_rl_losses::{OnlineCritic, Reduction, Variant};
 use hier_train::RunOptions;
-use hier_train::pretrain::TinyModelConfig;
-use hier_train::sft::{SftExample, add_seeded_adapter};
-
-fn tiny() -> (CausalLm, Tokenizer) {
-    let dir =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../hier-backbone/tests/fixtures/tokenizer");
-    let tok = Tokenizer::load(&dir).unwrap();
-    let cfg = TinyModelConfig {
-        vocab_size: tok.vocab_size(),
-        hidden_size: 32,
-        intermediate_size: 64,
-        num_hidden_layers: 2,
-        num_attention_heads: 4,
-        num_key_value_heads: 2,
-        max_position_embeddings: 512,
-        rope_theta: 10000.0,
-        rms_norm_eps: 1e-5,
-        tie_word_embeddings: false,
-    };
-    let device = Device::flex().autodiff();
-    let mut lm = CausalLm::random(cfg.model_config().unwrap(), 9, &device).unwrap();
-    for (k, name) in ["sys1", "sys2"].into_iter().enumerate() {
-        let lora = LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]);
-        add_seeded_adapter(&mut lm, name, lora, k as u64).unwrap();
-    }
-    (lm, tok)
-}
+use hier_train::sft::SftExample;
 
 /// Two trajectories: 0 → 1 (terminal), and 2 alone (terminal).
 fn transitions(tok: &Tokenizer) -> Vec<RlExample> {

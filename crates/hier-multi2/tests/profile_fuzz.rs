@@ -7,12 +7,10 @@ use std::path::Path;
 use hier_multi2::table1::Profile;
 use proptest::prelude::*;
 
+/// Proptest's defaults (256 cases, or `PROPTEST_CASES`), without writing regression files into
+/// the source tree.
 fn config() -> ProptestConfig {
     ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(256),
         failure_persistence: None,
         ..ProptestConfig::default()
     }

@@ -7,43 +7,17 @@
 //! autodiff graph alive as long as those weights live. Online RL's KL anchor pass did that on
 //! the autodiff model, so every online stage left ≈ 29 MB (here) behind in the one model; a
 //! `table1` run reached 17.5 GB that way. The no-gradient passes now run on the inference copy.
+mod common;
+use common::tiny;
+
 use std::path::Path;
 
-use hier_backbone::burn::tensor::Device;
-use hier_backbone::{CausalLm, LoraConfig, TargetModule, Tokenizer};
 use hier_envs::textcraft::TextCraft;
 use hier_envs::{Env, Split};
 use hier_multi2::online_rl::train_online;
 use hier_multi2::sys2::Heads;
 use hier_multi2::table1::Profile;
 use hier_train::RunOptions;
-use hier_train::pretrain::TinyModelConfig;
-use hier_train::sft::add_seeded_adapter;
-
-fn tiny() -> (CausalLm, Tokenizer) {
-    let dir =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../hier-backbone/tests/fixtures/tokenizer");
-    let tok = Tokenizer::load(&dir).unwrap();
-    let cfg = TinyModelConfig {
-        vocab_size: tok.vocab_size(),
-        hidden_size: 32,
-        intermediate_size: 64,
-        num_hidden_layers: 2,
-        num_attention_heads: 4,
-        num_key_value_heads: 2,
-        max_position_embeddings: 512,
-        rope_theta: 10000.0,
-        rms_norm_eps: 1e-5,
-        tie_word_embeddings: false,
-    };
-    let device = Device::flex().autodiff();
-    let mut lm = CausalLm::random(cfg.model_config().unwrap(), 9, &device).unwrap();
-    for (k, name) in ["sys1", "sys2"].into_iter().enumerate() {
-        let lora = LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]);
-        add_seeded_adapter(&mut lm, name, lora, k as u64).unwrap();
-    }
-    (lm, tok)
-}
 
 /// Online RL runs on one model, each training a new adapter (as the ablation stages do);
 /// resident memory after each, in MiB.

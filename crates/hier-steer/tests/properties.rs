@@ -291,7 +291,6 @@ fn ppo_targets_are_detached() {
 
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
         failure_persistence: None,
         ..Default::default()
     })]

@@ -1,0 +1,35 @@
+//! What several of this crate's tests build: a tiny random model over the test tokenizer with
+//! the planner's and the executor's adapters.
+
+use std::path::Path;
+
+use hier_backbone::burn::tensor::Device;
+use hier_backbone::{CausalLm, LoraConfig, TargetModule, Tokenizer};
+use hier_train::pretrain::TinyModelConfig;
+use hier_train::sft::add_seeded_adapter;
+
+/// A 2-layer, 32-wide random model (seed 9) with seeded `sys1` and `sys2` adapters.
+pub fn tiny() -> (CausalLm, Tokenizer) {
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../hier-backbone/tests/fixtures/tokenizer");
+    let tok = Tokenizer::load(&dir).unwrap();
+    let cfg = TinyModelConfig {
+        vocab_size: tok.vocab_size(),
+        hidden_size: 32,
+        intermediate_size: 64,
+        num_hidden_layers: 2,
+        num_attention_heads: 4,
+        num_key_value_heads: 2,
+        max_position_embeddings: 512,
+        rope_theta: 10000.0,
+        rms_norm_eps: 1e-5,
+        tie_word_embeddings: false,
+    };
+    let device = Device::flex().autodiff();
+    let mut lm = CausalLm::random(cfg.model_config().unwrap(), 9, &device).unwrap();
+    for (k, name) in ["sys1", "sys2"].into_iter().enumerate() {
+        let lora = LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]);
+        add_seeded_adapter(&mut lm, name, lora, k as u64).unwrap();
+    }
+    (lm, tok)
+}
