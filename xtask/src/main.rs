@@ -51,7 +51,8 @@ enum Cmd {
         #[arg(long)]
         model: Option<PathBuf>,
         /// Stop with an error (trainers checkpoint first, so a rerun resumes) once resident
-        /// memory exceeds this many MiB; 0: no limit. Default: 90 % of physical memory.
+        /// memory exceeds this many MiB; 0: no limit. Default: 90 % of the memory available
+        /// (physical, or the container's cgroup limit when lower).
         #[arg(long)]
         max_rss_mib: Option<u64>,
     },
@@ -122,7 +123,7 @@ struct Launch {
 }
 
 impl Launch {
-    /// `--max-rss-mib`: absent → 90 % of physical memory; 0 → no limit.
+    /// `--max-rss-mib`: absent → 90 % of the memory available; 0 → no limit.
     fn memory_limit(max_rss_mib: Option<u64>) -> Option<u64> {
         match max_rss_mib {
             None => hier_train::memory::default_limit_mib(),
@@ -225,7 +226,10 @@ fn run_reproduce<E: std::error::Error + Send + Sync + 'static>(
         &hier_train::stages::RunConfig,
     ) -> std::result::Result<hier_train::stages::Report, E>,
 ) -> Result<()> {
-    let out = (launch.out.clone()).unwrap_or_else(|| PathBuf::from(format!("runs/{what}-{name}")));
+    let out = launch
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("runs/{what}-{name}")));
     let cfg = hier_train::stages::RunConfig {
         out: out.clone(),
         device: hier_backbone::parse_device(&launch.device)?.autodiff(),

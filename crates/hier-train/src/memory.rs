@@ -20,10 +20,23 @@ fn kib_field(text: &str, name: &str) -> Option<f64> {
     line[name.len()..].split_whitespace().next()?.parse().ok()
 }
 
-/// The default limit: 90 % of physical memory, so the run stops itself with room to spare
-/// before the kernel would kill it; `None` where physical memory is not reported.
+/// The memory this process may use in MiB: physical memory, or the container's cgroup (v2)
+/// limit when that is lower — inside a container `/proc/meminfo` shows the host's memory.
+pub fn available_mib() -> Option<f64> {
+    let cgroup = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|t| t.trim().parse::<f64>().ok())
+        .map(|bytes| bytes / (1024.0 * 1024.0));
+    match (physical_mib(), cgroup) {
+        (Some(p), Some(c)) => Some(p.min(c)),
+        (p, c) => p.or(c),
+    }
+}
+
+/// The default limit: 90 % of [`available_mib`], so the run stops itself with room to spare
+/// before the kernel would kill it; `None` where neither is reported.
 pub fn default_limit_mib() -> Option<u64> {
-    physical_mib().map(|m| (m * 0.9) as u64)
+    available_mib().map(|m| (m * 0.9) as u64)
 }
 
 /// `Err` naming `what` when resident memory exceeds `limit_mib`.
