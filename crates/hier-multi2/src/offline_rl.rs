@@ -20,7 +20,6 @@
 
 use std::path::Path;
 
-use hier_backbone::burn::optim::GradientsParams;
 use hier_backbone::{CausalLm, GenerationRequest, LoraConfig, SamplingConfig, TargetModule};
 use hier_rl_losses::{
     Multi2Objectives, OfflineActorConfig, Reduction, Variant, offline_actor_loss,
@@ -331,18 +330,10 @@ pub fn train_offline_from(
             )));
         }
         let mut grads = total.backward();
-        let mut g_lm = GradientsParams::from_module(&mut grads, &lm);
-        let grad_norm = cfg.actor_optim.clip(&lm, &mut g_lm);
-        lm = optim
-            .lm
-            .step(cfg.actor_optim.lr_at(step, cfg.steps), lm, g_lm);
-        heads = optim.step_heads(
-            heads,
-            &mut grads,
-            &cfg.critic_optim,
-            cfg.critic_optim.lr_at(step, cfg.steps),
-            cfg.critic.polyak,
-        )?;
+        let at = (step, cfg.steps);
+        let (m, grad_norm) = optim.step_lm(lm, &mut grads, &cfg.actor_optim, at);
+        lm = m;
+        heads = optim.step_heads(heads, &mut grads, &cfg.critic_optim, at, cfg.critic.polyak)?;
         let mean = |t: hier_backbone::burn::tensor::Tensor<1>| t.mean().into_scalar::<f32>();
         let w = &mut windows.1;
         w.actor += values[0];

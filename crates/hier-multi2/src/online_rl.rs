@@ -19,7 +19,6 @@
 use std::path::Path;
 
 use hier_backbone::burn::module::Module;
-use hier_backbone::burn::optim::GradientsParams;
 use hier_backbone::burn::tensor::Tensor;
 use hier_backbone::{CausalLm, SamplingConfig, Tokenizer};
 use hier_data::replay::Origin;
@@ -443,17 +442,14 @@ pub fn train_online(
                 *s += v;
             }
             let mut grads = total.backward();
-            let mut g_lm = GradientsParams::from_module(&mut grads, &lm);
-            cfg.actor_optim.clip(&lm, &mut g_lm);
-            lm = optim
-                .lm
-                .step(cfg.actor_optim.lr_at(iteration, cfg.iterations), lm, g_lm);
+            let at = (iteration, cfg.iterations);
+            lm = optim.step_lm(lm, &mut grads, &cfg.actor_optim, at).0;
             if cfg.train_critic {
                 heads = optim.step_heads(
                     heads,
                     &mut grads,
                     &cfg.critic_optim,
-                    cfg.critic_optim.lr_at(iteration, cfg.iterations),
+                    at,
                     cfg.critic.polyak,
                 )?;
             }

@@ -445,17 +445,33 @@ impl Sys2Optimizers {
         Ok(())
     }
 
-    /// One step of both heads on their gradients in `grads` at learning rate `lr` — each head's
-    /// gradients first clipped to `critic.grad_clip` on their own, when it is set — then the
-    /// Polyak update of the targets.
+    /// One step of the adapter on its gradients in `grads` under the actor's settings (clipping,
+    /// the learning rate of step `step` of `steps`); returns the model and the gradients' global
+    /// norm before clipping.
+    pub fn step_lm(
+        &mut self,
+        lm: CausalLm,
+        grads: &mut Gradients,
+        actor: &OptimConfig,
+        (step, steps): (usize, usize),
+    ) -> (CausalLm, f32) {
+        let mut g_lm = GradientsParams::from_module(grads, &lm);
+        let norm = actor.clip(&lm, &mut g_lm);
+        (self.lm.step(actor.lr_at(step, steps), lm, g_lm), norm)
+    }
+
+    /// One step of both heads on their gradients in `grads` under the critic's settings (the
+    /// learning rate of step `step` of `steps`; each head's gradients clipped on their own when
+    /// `critic.grad_clip` is set), then the Polyak update of the targets.
     pub fn step_heads(
         &mut self,
         heads: Heads,
         grads: &mut Gradients,
         critic: &OptimConfig,
-        lr: f64,
+        (step, steps): (usize, usize),
         polyak: f32,
     ) -> Result<Heads> {
+        let lr = critic.lr_at(step, steps);
         let mut g_q = GradientsParams::from_module(grads, &heads.q);
         let mut g_v = GradientsParams::from_module(grads, &heads.v);
         if critic.grad_clip.is_some() {

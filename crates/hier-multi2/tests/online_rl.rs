@@ -3,15 +3,13 @@
 //! draws an offline transition while the paper's configuration does.
 
 mod common;
-use common::tiny;
+use common::{textcraft, tiny};
 
 use std::path::Path;
 
 use hier_backbone::Tokenizer;
 use hier_backbone::burn::tensor::Tensor;
 use hier_backbone::weights::HostTensor;
-use hier_envs::textcraft::TextCraft;
-use hier_envs::{Env, Split};
 use hier_multi2::envs::EnvKind;
 use hier_multi2::online_rl::{OnlineRlConfig, train_online};
 use hier_multi2::roles::RlExample;
@@ -92,10 +90,7 @@ fn the_sarsa_critic_regresses_on_the_next_action_and_centres_on_the_trajectory()
 fn play_online(cfg: &OnlineRlConfig) -> Vec<serde_json::Value> {
     let (lm, tok) = tiny();
     let heads = Heads::seeded(32, 3, &lm.device());
-    let mut envs: Vec<Box<dyn Env>> = (0..cfg.episodes)
-        .map(|_| Box::new(TextCraft::from_assets().unwrap()) as Box<dyn Env>)
-        .collect();
-    let tasks = envs[0].tasks(Split::Train).unwrap()[..4].to_vec();
+    let (mut envs, tasks) = textcraft(cfg.episodes);
     let dir = tempfile::tempdir().unwrap();
     let offline = transitions(&tok);
     train_online(

@@ -8,12 +8,10 @@
 //! the autodiff model, so every online stage left ≈ 29 MB (here) behind in the one model; a
 //! `table1` run reached 17.5 GB that way. The no-gradient passes now run on the inference copy.
 mod common;
-use common::tiny;
+use common::{textcraft, tiny};
 
 use std::path::Path;
 
-use hier_envs::textcraft::TextCraft;
-use hier_envs::{Env, Split};
 use hier_multi2::online_rl::train_online;
 use hier_multi2::sys2::Heads;
 use hier_multi2::table1::Profile;
@@ -31,10 +29,7 @@ fn online_runs(runs: usize) -> Vec<f64> {
         cfg.adapter = format!("online-{k}");
         cfg.seed = k as u64;
         let heads = Heads::seeded(32, 3, &lm.device());
-        let mut envs: Vec<Box<dyn Env>> = (0..cfg.episodes)
-            .map(|_| Box::new(TextCraft::from_assets().unwrap()) as Box<dyn Env>)
-            .collect();
-        let tasks = envs[0].tasks(Split::Train).unwrap()[..4].to_vec();
+        let (mut envs, tasks) = textcraft(cfg.episodes);
         let dir = tempfile::tempdir().unwrap();
         let (m, ..) = train_online(
             lm,

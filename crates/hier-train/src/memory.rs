@@ -39,14 +39,21 @@ pub fn default_limit_mib() -> Option<u64> {
     available_mib().map(|m| (m * 0.9) as u64)
 }
 
-/// `Err` naming `what` when resident memory exceeds `limit_mib`.
-pub fn check_limit(limit_mib: Option<u64>, what: &str) -> crate::error::Result<()> {
-    let (Some(limit), Some(rss)) = (limit_mib, resident_mib()) else {
+/// `Err` naming `what()` when resident memory exceeds `limit_mib`; without a limit, nothing is
+/// read (this runs after every training step).
+pub fn check_limit(
+    limit_mib: Option<u64>,
+    what: impl FnOnce() -> String,
+) -> crate::error::Result<()> {
+    let Some(limit) = limit_mib else {
+        return Ok(());
+    };
+    let Some(rss) = resident_mib() else {
         return Ok(());
     };
     if rss > limit as f64 {
         return Err(crate::error::Error::MemoryLimit {
-            what: what.into(),
+            what: what(),
             resident_mib: rss,
             limit_mib: limit,
         });
@@ -66,10 +73,11 @@ mod tests {
         if let Some(rss) = resident_mib() {
             // This test process holds at least a megabyte and far less than a terabyte.
             assert!(rss > 1.0 && rss < 1e6, "{rss}");
-            let err = check_limit(Some(1), "stage x").unwrap_err().to_string();
+            let what = || "stage x".to_owned();
+            let err = check_limit(Some(1), what).unwrap_err().to_string();
             assert!(err.contains("stage x") && err.contains("1 MiB"), "{err}");
-            check_limit(Some(u64::MAX / 2), "stage x").unwrap();
+            check_limit(Some(u64::MAX / 2), what).unwrap();
         }
-        check_limit(None, "stage x").unwrap();
+        check_limit(None, || "stage x".to_owned()).unwrap();
     }
 }

@@ -137,14 +137,10 @@ impl OptimConfig {
     }
 
     /// The learning rate of step `step` (0-based) of a run of `steps` steps.
+    /// (Without `min_lr` the cosine runs from `lr` to `lr`, which is exactly `lr`.)
     pub fn lr_at(&self, step: usize, steps: usize) -> f64 {
-        match self.min_lr {
-            Some(min) => crate::runlog::cosine_lr(self.lr, min, self.warmup_steps, steps, step),
-            None if step < self.warmup_steps => {
-                self.lr * (step + 1) as f64 / self.warmup_steps as f64
-            }
-            None => self.lr,
-        }
+        let floor = self.min_lr.unwrap_or(self.lr);
+        crate::runlog::cosine_lr(self.lr, floor, self.warmup_steps, steps, step)
     }
 
     /// AdamW with β 0.9 / 0.999 and ε 1e-8 and this group's weight decay ([`adamw`]).

@@ -184,7 +184,7 @@ impl Stages<'_> {
                 return Err(Error::Stopped.into());
             }
             let limit = self.cfg.memory_limit_mib;
-            crate::memory::check_limit(limit, &format!("before stage {name}"))?;
+            crate::memory::check_limit(limit, || format!("before stage {name}"))?;
             std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
             tracing::info!("stage {name}: running in {}", dir.display());
             work(&dir).map_err(|e| e.in_stage(name))?;
@@ -212,7 +212,9 @@ impl Stages<'_> {
             rss_mib: crate::memory::resident_mib(),
         });
         if !cached {
-            crate::memory::check_limit(self.cfg.memory_limit_mib, &format!("after stage {name}"))?;
+            crate::memory::check_limit(self.cfg.memory_limit_mib, || {
+                format!("after stage {name}")
+            })?;
         }
         Ok(dir)
     }

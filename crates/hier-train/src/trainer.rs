@@ -295,10 +295,9 @@ where
             })
             .is_break()
         });
-        let memory = crate::memory::check_limit(
-            self.memory_limit_mib,
-            &format!("{} at step {}", self.spec.what, self.step),
-        );
+        let memory = crate::memory::check_limit(self.memory_limit_mib, || {
+            format!("{} at step {}", self.spec.what, self.step)
+        });
         let stop = hook_stop || self.stop_after.is_some_and(|s| self.step >= s) || memory.is_err();
         let due =
             self.step.is_multiple_of(self.spec.checkpoint_every) || self.step == self.spec.total;

@@ -1,10 +1,12 @@
 //! What several of this crate's tests build: a tiny random model over the test tokenizer with
-//! the planner's and the executor's adapters.
+//! the planner's and the executor's adapters, and TextCraft environments with a few tasks.
 
 use std::path::Path;
 
 use hier_backbone::burn::tensor::Device;
 use hier_backbone::{CausalLm, LoraConfig, TargetModule, Tokenizer};
+use hier_envs::textcraft::TextCraft;
+use hier_envs::{Env, Split, Task};
 use hier_train::pretrain::TinyModelConfig;
 use hier_train::sft::add_seeded_adapter;
 
@@ -32,4 +34,13 @@ pub fn tiny() -> (CausalLm, Tokenizer) {
         add_seeded_adapter(&mut lm, name, lora, k as u64).unwrap();
     }
     (lm, tok)
+}
+
+/// `n` TextCraft environments and the first four training tasks.
+pub fn textcraft(n: usize) -> (Vec<Box<dyn Env>>, Vec<Task>) {
+    let envs: Vec<Box<dyn Env>> = (0..n)
+        .map(|_| Box::new(TextCraft::from_assets().unwrap()) as Box<dyn Env>)
+        .collect();
+    let tasks = envs[0].tasks(Split::Train).unwrap()[..4].to_vec();
+    (envs, tasks)
 }
