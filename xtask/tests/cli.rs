@@ -36,6 +36,9 @@ fn usage_errors_exit_2_and_name_the_argument() {
     let (code, err) = failure(&["reproduce", "table1", "--max-rss-mib", "lots"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--max-rss-mib"), "{err}");
+    let (code, err) = failure(&["reproduce", "table1", "--max-nonfinite", "many"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--max-nonfinite"), "{err}");
 }
 
 #[test]

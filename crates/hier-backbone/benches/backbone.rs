@@ -50,6 +50,7 @@ fn benches(c: &mut Criterion) {
                     TargetModule::O,
                 ],
             ),
+            0,
         )
         .unwrap();
     let windows = rows(8, 129);

@@ -78,6 +78,7 @@ fn main() {
                                 TargetModule::O,
                             ],
                         ),
+                        0,
                     )
                     .expect("adapter"),
                 )

@@ -16,7 +16,7 @@
 //! use hier_backbone::{CausalLm, LoraConfig, TargetModule, Batch, Forward, parse_device};
 //! let device = parse_device("cpu")?;
 //! let mut lm = CausalLm::load(std::path::Path::new("models/tiny"), &device)?;
-//! let sys1 = lm.add_adapter("sys1", LoraConfig::new(16, 32.0, &[TargetModule::Q, TargetModule::V]))?;
+//! let sys1 = lm.add_adapter("sys1", LoraConfig::new(16, 32.0, &[TargetModule::Q, TargetModule::V]), 0)?;
 //! let logits = lm.forward(&Batch::single(&[1, 2, 3]), Forward::with(Some(sys1)), None)?;
 //! # Ok::<(), hier_backbone::BackboneError>(())
 //! ```

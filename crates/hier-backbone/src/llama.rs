@@ -422,8 +422,10 @@ impl CausalLm {
         self.adapters.iter().map(|a| a.name.clone()).collect()
     }
 
-    /// Registers a fresh adapter (PEFT initialisation: the model's outputs do not change).
-    pub fn add_adapter(&mut self, name: &str, config: LoraConfig) -> Result<AdapterId> {
+    /// Registers a fresh adapter with PEFT's initialisation (the model's outputs do not
+    /// change): every `A` is drawn from one RNG seeded with `seed`, layer by layer, in the
+    /// order of `config.target_modules` — the same seed gives the same adapter.
+    pub fn add_adapter(&mut self, name: &str, config: LoraConfig, seed: u64) -> Result<AdapterId> {
         if self.adapters.iter().any(|a| a.name == name) {
             return Err(BackboneError::adapter(name, "already registered"));
         }
@@ -436,6 +438,7 @@ impl CausalLm {
         self.check_targets(name, &config.target_modules)?;
         let slot = self.adapters.len();
         let device = self.device();
+        let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
         for (l, layer) in self.layers.iter_mut().enumerate() {
             for &t in &config.target_modules {
                 let lin = layer.target_mut(t).expect("check_targets");
@@ -443,7 +446,9 @@ impl CausalLm {
                 let pair_name = format!("{name}/model.layers.{l}.{}", t.path());
                 lin.set_adapter(
                     slot,
-                    Some(LoraPair::init(&pair_name, din, dout, &config, &device)),
+                    Some(LoraPair::init(
+                        &pair_name, din, dout, &config, &mut rng, &device,
+                    )),
                 );
             }
         }

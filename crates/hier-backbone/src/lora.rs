@@ -15,7 +15,7 @@
 use burn::module::{Module, Param};
 
 use crate::param::named_param;
-use burn::tensor::{Device, Distribution, Tensor};
+use burn::tensor::{Device, Distribution, Tensor, TensorData};
 
 /// The linear modules of a Llama decoder layer an adapter can target (PEFT's names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -219,21 +219,23 @@ pub struct LoraPair {
 }
 
 impl LoraPair {
-    /// PEFT's initialisation: `A ~ U(−1/√in, 1/√in)`, `B = 0`. `name` identifies the pair
-    /// (`<adapter>/<module path>`), and with it the parameters' ids.
+    /// PEFT's initialisation: `A ~ U(−1/√in, 1/√in)`, `B = 0` (so a fresh adapter leaves the
+    /// model's outputs unchanged), `A` drawn from `rng` — never from the backend's RNG, which a
+    /// run cannot reproduce. `name` identifies the pair (`<adapter>/<module path>`), and with
+    /// it the parameters' ids.
     pub fn init(
         name: &str,
         d_in: usize,
         d_out: usize,
         config: &LoraConfig,
+        rng: &mut impl rand::Rng,
         device: &Device,
     ) -> Self {
-        let bound = 1.0 / (d_in as f64).sqrt();
-        let a = Tensor::random(
-            [d_in, config.r],
-            Distribution::Uniform(-bound, bound),
-            device,
-        );
+        let bound = 1.0 / (d_in as f32).sqrt();
+        let a: Vec<f32> = (0..d_in * config.r)
+            .map(|_| rng.random_range(-bound..bound))
+            .collect();
+        let a = Tensor::from_data(TensorData::new(a, [d_in, config.r]), device);
         Self::from_tensors(name, a, Tensor::zeros([config.r, d_out], device), config)
     }
 

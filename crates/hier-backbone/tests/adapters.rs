@@ -26,12 +26,13 @@ fn fresh_adapter_is_identity_and_routing_is_per_call() {
     let batch = Batch::single(&[1, 5, 9, 3]);
     let base = host(lm.forward(&batch, Forward::default(), None).unwrap());
     let a = lm
-        .add_adapter("sys1", LoraConfig::new(4, 8.0, &TargetModule::ALL))
+        .add_adapter("sys1", LoraConfig::new(4, 8.0, &TargetModule::ALL), 0)
         .unwrap();
     let b = lm
         .add_adapter(
             "sys2",
             LoraConfig::new(2, 4.0, &[TargetModule::Q, TargetModule::V]),
+            0,
         )
         .unwrap();
     assert_eq!(
@@ -39,7 +40,7 @@ fn fresh_adapter_is_identity_and_routing_is_per_call() {
         base
     );
     assert!(
-        lm.add_adapter("sys1", LoraConfig::new(4, 8.0, &[TargetModule::Q]))
+        lm.add_adapter("sys1", LoraConfig::new(4, 8.0, &[TargetModule::Q]), 0)
             .is_err()
     );
     assert_eq!(lm.adapter_id("sys2").unwrap(), b);
@@ -70,10 +71,11 @@ fn only_the_chosen_adapter_gets_gradients() {
         .add_adapter(
             "a",
             LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::Up]),
+            0,
         )
         .unwrap();
     let _b = lm
-        .add_adapter("b", LoraConfig::new(4, 8.0, &[TargetModule::Q]))
+        .add_adapter("b", LoraConfig::new(4, 8.0, &[TargetModule::Q]), 0)
         .unwrap();
     let out = lm
         .score(
@@ -139,5 +141,57 @@ fn value_head_reads_the_given_positions() {
             .unwrap_err()
             .to_string()
             .contains("position 4")
+    );
+}
+
+/// Every `A` of the adapter, flattened, and whether every `B` is zero.
+fn adapter_weights(lm: &CausalLm, slot: usize) -> (Vec<f32>, bool) {
+    let (mut a, mut b_zero) = (Vec::new(), true);
+    for layer in &lm.layers {
+        for t in TargetModule::ALL {
+            let Some(lin) = layer.target(t) else { continue };
+            if let Some(Some(pair)) = lin.lora.get(slot) {
+                a.extend(hier_backbone::weights::HostTensor::from_tensor(pair.a.val()).data);
+                let b = hier_backbone::weights::HostTensor::from_tensor(pair.b.val()).data;
+                b_zero &= b.iter().all(|&x| x == 0.0);
+            }
+        }
+    }
+    (a, b_zero)
+}
+
+#[test]
+fn a_fresh_adapter_is_drawn_from_its_seed() {
+    let device = Device::flex();
+    let cfg = LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::Down]);
+    let draw = |seed: u64| {
+        // Draws from the backend's RNG in between must not matter.
+        let _ = Tensor::<2>::random(
+            [8, 8],
+            hier_backbone::burn::tensor::Distribution::Default,
+            &device,
+        );
+        let mut lm = CausalLm::random(tiny_config(), 7, &device).unwrap();
+        lm.add_adapter("a", cfg.clone(), seed).unwrap();
+        adapter_weights(&lm, 0)
+    };
+    let (a7, b_zero) = draw(7);
+    assert!(b_zero, "B starts at zero");
+    // 2 layers × (q: 32 × 4, down: 48 × 4).
+    assert_eq!(a7.len(), 2 * (32 * 4 + 48 * 4));
+    assert_eq!(draw(7).0, a7, "the same seed gives the same adapter");
+    assert_ne!(draw(8).0, a7);
+    // PEFT's bound 1/√in per module: q reads 32 features, down 48.
+    let q = &a7[..32 * 4];
+    let down = &a7[32 * 4..32 * 4 + 48 * 4];
+    assert!(q.iter().all(|x| x.abs() < 1.0 / 32f32.sqrt()));
+    assert!(down.iter().all(|x| x.abs() < 1.0 / 48f32.sqrt()));
+    assert!(
+        q.iter().any(|x| x.abs() > 0.8 / 32f32.sqrt()),
+        "spans the bound"
+    );
+    assert!(
+        down.iter().any(|x| x.abs() > 0.8 / 48f32.sqrt()),
+        "spans the bound"
     );
 }

@@ -120,7 +120,7 @@ fn adapter_targets_a_fused_model_lacks_are_named() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/phi3/model");
     let mut lm = CausalLm::load(&dir, &Device::flex()).unwrap();
     let cfg = hier_backbone::LoraConfig::new(2, 4.0, &[hier_backbone::TargetModule::Q]);
-    let e = lm.add_adapter("a", cfg).unwrap_err().to_string();
+    let e = lm.add_adapter("a", cfg, 0).unwrap_err().to_string();
     assert!(
         e.contains("q_proj") && e.contains("phi3") && e.contains("qkv_proj"),
         "{e}"
@@ -133,5 +133,5 @@ fn adapter_targets_a_fused_model_lacks_are_named() {
             hier_backbone::TargetModule::GateUp,
         ],
     );
-    lm.add_adapter("b", fused).unwrap();
+    lm.add_adapter("b", fused, 0).unwrap();
 }

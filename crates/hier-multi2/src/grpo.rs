@@ -488,7 +488,6 @@ mod tests {
     fn updates_follow_the_sign_of_the_advantage() {
         use hier_backbone::{LoraConfig, TargetModule};
         use hier_train::pretrain::TinyModelConfig;
-        use hier_train::sft::add_seeded_adapter;
         let cfg = TinyModelConfig {
             vocab_size: 64,
             hidden_size: 32,
@@ -504,8 +503,8 @@ mod tests {
         let device = hier_backbone::burn::tensor::Device::flex().autodiff();
         let mut lm = CausalLm::random(cfg.model_config().unwrap(), 3, &device).unwrap();
         let lora = LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]);
-        let id = add_seeded_adapter(&mut lm, "grpo", lora.clone(), 1).unwrap();
-        let other = add_seeded_adapter(&mut lm, "ref", lora, 2).unwrap();
+        let id = lm.add_adapter("grpo", lora.clone(), 1).unwrap();
+        let other = lm.add_adapter("ref", lora, 2).unwrap();
         let good = SftExample {
             prompt: vec![1, 5, 9, 11],
             target: vec![20, 21],

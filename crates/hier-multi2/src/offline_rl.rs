@@ -38,7 +38,7 @@ use hier_train::SharedErrors as _;
 use hier_train::optim::OptimConfig;
 use hier_train::prompt::STOP;
 use hier_train::runlog::RunOptions;
-use hier_train::sft::{SftExample, add_seeded_adapter};
+use hier_train::sft::SftExample;
 use hier_train::trainer::{LoopSpec, TrainLoop};
 
 /// An offline RL run.
@@ -254,7 +254,7 @@ pub fn train_offline_from(
                 }
                 id
             }
-            None => add_seeded_adapter(&mut lm, &cfg.adapter, cfg.lora.clone(), cfg.seed)?,
+            None => lm.add_adapter(&cfg.adapter, cfg.lora.clone(), cfg.seed)?,
         };
         (id, Heads::seeded(hidden, cfg.seed, &device))
     };

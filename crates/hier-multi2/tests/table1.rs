@@ -18,6 +18,7 @@ fn smoke_profile_runs_every_stage_and_resumes_after_an_interruption() {
         progress: false,
         stop_after_stages: Some(4),
         memory_limit_mib: None,
+        max_nonfinite: 0,
     };
     let first = run(&profile, &cfg).unwrap();
     assert!(!first.complete, "the run must stop after 4 stages");

@@ -19,7 +19,6 @@ use hier_train::optim::OptimConfig;
 use hier_train::policy::{Reply, TextPolicy};
 use hier_train::pretrain::TinyModelConfig;
 use hier_train::runlog::RunOptions;
-use hier_train::sft::add_seeded_adapter;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -198,8 +197,7 @@ fn tiny() -> (CausalLm, Tokenizer) {
     };
     let device = hier_backbone::burn::tensor::Device::flex().autodiff();
     let mut lm = CausalLm::random(cfg.model_config().unwrap(), 9, &device).unwrap();
-    add_seeded_adapter(
-        &mut lm,
+    lm.add_adapter(
         "steer-zero",
         LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]),
         1,

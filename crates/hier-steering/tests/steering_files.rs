@@ -72,6 +72,7 @@ fn config(out: PathBuf) -> RunConfig {
         progress: false,
         stop_after_stages: None,
         memory_limit_mib: None,
+        max_nonfinite: 0,
     }
 }
 

@@ -28,7 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             TargetModule::Up,
         ],
     );
-    let id = lm.add_adapter("trained", cfg)?;
+    let id = lm.add_adapter("trained", cfg, 0)?;
     let vocab = lm.config.vocab_size as u32;
     // Teach the adapter one arbitrary continuation so its weights move well away from init.
     let req = [ScoreRequest {

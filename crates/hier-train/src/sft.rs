@@ -82,50 +82,6 @@ pub struct SftReport {
     pub last_loss: f32,
 }
 
-/// Registers a fresh adapter with PEFT's initialisation (`A ~ U(±1/√in)`, `B = 0`, so the
-/// model's outputs do not change) drawn from `seed` — `CausalLm::add_adapter` draws from the
-/// backend's RNG, which a run cannot reproduce.
-pub fn add_seeded_adapter(
-    lm: &mut CausalLm,
-    name: &str,
-    config: LoraConfig,
-    seed: u64,
-) -> Result<AdapterId> {
-    use hier_backbone::burn::tensor::{Tensor, TensorData};
-    use hier_backbone::lora::LoraPair;
-    if lm.adapter_id(name).is_ok() {
-        return Err(Error::Invalid(format!(
-            "adapter `{name}` is already registered"
-        )));
-    }
-    lm.check_targets(name, &config.target_modules)?;
-    let device = lm.device();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let pairs = lm
-        .layers
-        .iter()
-        .enumerate()
-        .map(|(l, layer)| {
-            config
-                .target_modules
-                .iter()
-                .map(|&t| {
-                    let [din, dout] = layer.target(t).expect("check_targets").dims();
-                    let bound = 1.0 / (din as f32).sqrt();
-                    let a: Vec<f32> = (0..din * config.r)
-                        .map(|_| rng.random_range(-bound..bound))
-                        .collect();
-                    let a = Tensor::<2>::from_data(TensorData::new(a, [din, config.r]), &device);
-                    let b = Tensor::<2>::zeros([config.r, dout], &device);
-                    let pair_name = format!("{name}/model.layers.{l}.{}", t.path());
-                    (t, LoraPair::from_tensors(&pair_name, a, b, &config))
-                })
-                .collect()
-        })
-        .collect();
-    Ok(lm.replace_adapter(name, config, pairs)?)
-}
-
 /// Registers adapter `name` as an exact copy of `from`, through its PEFT files written to
 /// `dir` (so the copy is what a reader of `dir` gets); a name already registered is replaced.
 pub fn copy_adapter(
@@ -182,7 +138,7 @@ pub fn train_adapter(
         optim = load_optimizer(optim, ckpt, OPTIMIZER_FILE)?;
         lm.load_adapter(&cfg.adapter, &ckpt.join("adapter"))?
     } else {
-        add_seeded_adapter(&mut lm, &cfg.adapter, cfg.lora.clone(), cfg.seed)?
+        lm.add_adapter(&cfg.adapter, cfg.lora.clone(), cfg.seed)?
     };
     let (mut first_loss, mut last_loss) = (f32::NAN, f32::NAN);
     let mut window = Vec::new();

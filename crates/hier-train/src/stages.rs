@@ -103,13 +103,17 @@ pub struct RunConfig {
     /// Stop with [`Error::MemoryLimit`] when resident memory exceeds this many MiB: checked
     /// before and after every stage and after every training step (which checkpoints first).
     pub memory_limit_mib: Option<u64>,
+    /// Stop with [`Error::NonFinite`] once a trainer has seen more non-finite loss elements of
+    /// one quantity than this (0: the first one stops the run).
+    pub max_nonfinite: u64,
 }
 
 impl RunConfig {
-    /// The trainer options of this run's stages: its progress bars and memory limit.
+    /// The trainer options of this run's stages: progress bars, memory limit, non-finite limit.
     pub fn run_options(&self) -> RunOptions {
         RunOptions {
             memory_limit_mib: self.memory_limit_mib,
+            max_nonfinite: self.max_nonfinite,
             ..RunOptions::with_progress(self.progress)
         }
     }

@@ -8,7 +8,6 @@ use hier_backbone::{CausalLm, LoraConfig, TargetModule, Tokenizer};
 use hier_envs::textcraft::TextCraft;
 use hier_envs::{Env, Split, Task};
 use hier_train::pretrain::TinyModelConfig;
-use hier_train::sft::add_seeded_adapter;
 
 /// A 2-layer, 32-wide random model (seed 9) with seeded `sys1` and `sys2` adapters.
 pub fn tiny() -> (CausalLm, Tokenizer) {
@@ -31,7 +30,7 @@ pub fn tiny() -> (CausalLm, Tokenizer) {
     let mut lm = CausalLm::random(cfg.model_config().unwrap(), 9, &device).unwrap();
     for (k, name) in ["sys1", "sys2"].into_iter().enumerate() {
         let lora = LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]);
-        add_seeded_adapter(&mut lm, name, lora, k as u64).unwrap();
+        lm.add_adapter(name, lora, k as u64).unwrap();
     }
     (lm, tok)
 }
