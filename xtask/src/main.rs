@@ -6,6 +6,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+mod bench_cmd;
+mod bench_gate;
 mod data_cmd;
 mod env_cmd;
 mod model_cmd;
@@ -108,6 +110,13 @@ enum Cmd {
     Tokenize(model_cmd::TokenizeArgs),
     /// Generate a completion of a prompt and print it.
     Generate(model_cmd::GenerateArgs),
+    /// Time one backbone workload on a real model (default: SmolLM2-135M-Instruct) and print
+    /// one JSON line: {"workload", "tokens_per_s", "peak_rss_mb", "cores_busy", …}.
+    Bench(bench_cmd::BenchArgs),
+    /// Time a short fixed set of workloads against the committed baseline
+    /// (xtask/bench-gate.json), normalised by a calibration run in the same process; fails on a
+    /// regression beyond the baseline's tolerance. CI runs it.
+    BenchGate(bench_gate::GateArgs),
     /// Serve a corpus with ASearcher's retrieval API (BM25): POST /retrieve, POST /access.
     ServeRetrieval(qa_cmd::ServeArgs),
     /// Write a synthetic multi-hop QA world: corpus.jsonl, train.jsonl, test.jsonl.
@@ -293,6 +302,8 @@ fn main() -> Result<()> {
         Cmd::Convert(a) => model_cmd::convert(&a),
         Cmd::Tokenize(a) => model_cmd::tokenize(&a),
         Cmd::Generate(a) => model_cmd::generate(&a),
+        Cmd::Bench(a) => bench_cmd::bench(&a),
+        Cmd::BenchGate(a) => bench_gate::gate(&a),
         Cmd::ServeRetrieval(a) => qa_cmd::serve(&a),
         Cmd::QaWorld(a) => qa_cmd::world(&a),
         Cmd::Env(args) => env_cmd::run(&args),

@@ -9,13 +9,6 @@ use hier_backbone::burn::tensor::activation::log_softmax;
 use hier_backbone::burn::tensor::{Device, Int, Tensor, TensorData};
 use hier_backbone::{Batch, CausalLm, Forward, LoraConfig, ModelConfig, TargetModule};
 
-fn bench_config() -> ModelConfig {
-    let v = serde_json::json!({"model_type": "llama", "vocab_size": 2048, "hidden_size": 256, "intermediate_size": 688,
-        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4, "rms_norm_eps": 1e-5,
-        "rope_theta": 10000.0, "max_position_embeddings": 512, "tie_word_embeddings": false});
-    ModelConfig::from_json(std::path::Path::new("<bench>"), &v).unwrap()
-}
-
 fn rows(b: usize, t: usize) -> Vec<Vec<u32>> {
     (0..b)
         .map(|r| (0..t).map(|i| ((r * 131 + i * 31) % 2048) as u32).collect())
@@ -25,7 +18,7 @@ fn rows(b: usize, t: usize) -> Vec<Vec<u32>> {
 fn benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("bench-config");
     g.sample_size(10);
-    let lm = CausalLm::random(bench_config(), 0, &Device::flex()).unwrap();
+    let lm = CausalLm::random(ModelConfig::bench(), 0, &Device::flex()).unwrap();
     let batch = Batch::right_padded(&rows(8, 128), 0);
     g.bench_function("forward 8x128", |b| {
         b.iter(|| {
@@ -36,7 +29,7 @@ fn benches(c: &mut Criterion) {
     });
 
     let device = Device::flex().autodiff();
-    let mut train = CausalLm::random(bench_config(), 0, &device).unwrap();
+    let mut train = CausalLm::random(ModelConfig::bench(), 0, &device).unwrap();
     let id = train
         .add_adapter(
             "bench",

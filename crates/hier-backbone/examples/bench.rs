@@ -18,13 +18,6 @@ const B: usize = 8;
 const T: usize = 128;
 const P: usize = 16;
 
-fn bench_config() -> ModelConfig {
-    let v = serde_json::json!({"model_type": "llama", "vocab_size": 2048, "hidden_size": 256, "intermediate_size": 688,
-        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4, "rms_norm_eps": 1e-5,
-        "rope_theta": 10000.0, "max_position_embeddings": 512, "tie_word_embeddings": false});
-    ModelConfig::from_json(std::path::Path::new("<bench>"), &v).expect("bench config")
-}
-
 /// Peak resident set size of this process, from /proc (Linux).
 fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -63,7 +56,7 @@ fn main() {
     match mode.as_str() {
         "train-lora" | "train-full" => {
             let device = Device::flex().autodiff();
-            let mut lm = CausalLm::random(bench_config(), 42, &device).expect("model");
+            let mut lm = CausalLm::random(ModelConfig::bench(), 42, &device).expect("model");
             let adapter = if mode == "train-lora" {
                 Some(
                     lm.add_adapter(
@@ -133,7 +126,7 @@ fn main() {
         }
         "gen-kv" | "gen-nocache" => {
             let device = Device::flex();
-            let lm = CausalLm::random(bench_config(), 42, &device).expect("model");
+            let lm = CausalLm::random(ModelConfig::bench(), 42, &device).expect("model");
             let reqs: Vec<GenerationRequest> = (0..B)
                 .map(|_| GenerationRequest {
                     prompt: (0..P).map(|_| lcg(&mut seed)).collect(),

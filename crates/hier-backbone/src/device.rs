@@ -37,7 +37,10 @@ pub fn parse_device(spec: &str) -> Result<Device> {
             {
                 let _ = index;
                 Err(err(
-                    "this binary was built without CUDA; rebuild with `--features cuda`",
+                    "this binary was built without CUDA: build with the `cuda` feature \
+                     (`cargo xtask-cuda …`), which needs Burn's LLVM bundle downloaded from \
+                     GitHub at build time; where that download is blocked, use \
+                     `cargo xtask-wgpu … --device wgpu` (Vulkan, NVIDIA included)",
                 ))
             }
         }
@@ -76,11 +79,12 @@ mod tests {
         );
         assert!(parse_device("cuda:x").is_err());
         #[cfg(not(feature = "cuda"))]
-        assert!(
-            parse_device("cuda:0")
-                .unwrap_err()
-                .to_string()
-                .contains("--features cuda")
-        );
+        {
+            let e = parse_device("cuda:0").unwrap_err().to_string();
+            assert!(
+                e.contains("the `cuda` feature") && e.contains("--device wgpu"),
+                "{e}"
+            );
+        }
     }
 }

@@ -187,9 +187,13 @@ impl CausalLm {
                 cache = Some(self.new_cache(n));
                 step_batch = full.clone();
             }
-            let logits = self.forward(&step_batch, opts, cache.as_mut())?;
-            let [b, t, v] = logits.dims();
-            let last = logits.slice([0..b, t - 1..t, 0..v]).reshape([b, v]);
+            // Only the last column's logits are read: project just its hidden state onto the
+            // vocabulary (a prefill would otherwise compute `t × vocab` logits per row).
+            let hidden = self.forward_hidden(&step_batch, opts, cache.as_mut())?;
+            let [b, t, h] = hidden.dims();
+            let last = self
+                .lm_logits(hidden.slice([0..b, t - 1..t, 0..h]))
+                .reshape([b, vocab]);
             let host = HostTensor::from_tensor(last).data;
             let mut next = vec![pad; n];
             for row in 0..n {

@@ -8,6 +8,12 @@ pub fn resident_mib() -> Option<f64> {
     kib_field(&status, "VmRSS:").map(|kib| kib / 1024.0)
 }
 
+/// Peak resident memory of this process so far in MiB (`VmHWM`); `None` where not reported.
+pub fn peak_resident_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    kib_field(&status, "VmHWM:").map(|kib| kib / 1024.0)
+}
+
 /// Physical memory in MiB (`MemTotal` of `/proc/meminfo`); `None` where not reported.
 pub fn physical_mib() -> Option<f64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;

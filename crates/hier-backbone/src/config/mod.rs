@@ -299,6 +299,18 @@ fn warn_ignored(path: &Path, keys: &[String]) {
 }
 
 impl ModelConfig {
+    /// The bench config of docs/PERFORMANCE.md: a Llama-style decoder with vocabulary 2048,
+    /// width 256, 4 layers of 4 heads (head dim 64), SwiGLU 688, RMSNorm ε 1e-5, RoPE θ 1e4,
+    /// untied head — 4.21 M parameters. What the criterion benches, the `bench` example and
+    /// `cargo xtask bench-gate` time.
+    pub fn bench() -> Self {
+        let v = serde_json::json!({"model_type": "llama", "vocab_size": 2048, "hidden_size": 256,
+            "intermediate_size": 688, "num_hidden_layers": 4, "num_attention_heads": 4,
+            "num_key_value_heads": 4, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+            "max_position_embeddings": 512, "tie_word_embeddings": false});
+        Self::from_json(Path::new("<bench config>"), &v).expect("the bench config is valid")
+    }
+
     /// Reads `<dir>/config.json` (or the file itself when `path` is a file).
     pub fn from_file(path: &Path) -> Result<Self> {
         let file: PathBuf = if path.is_dir() {
