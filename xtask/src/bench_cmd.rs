@@ -80,8 +80,11 @@ pub struct BenchArgs {
     /// cpu | cuda[:N] | wgpu[:N]
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// generate: every row continues the same prompt (GRPO's G samples of one prompt,
+    /// steering's N continuations of one state), whose prefix is then prefilled once.
+    #[arg(long)]
+    same_prompt: bool,
 }
-
 
 /// User + system CPU seconds of this process so far (Linux; NaN elsewhere).
 fn cpu_seconds() -> f64 {
@@ -242,9 +245,14 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
         }
         Workload::Generate => {
             let lm = load(&model, &device)?;
+            let one = random_tokens(&mut rng, lm.config.vocab_size, seq);
             let reqs: Vec<GenerationRequest> = (0..batch)
                 .map(|_| GenerationRequest {
-                    prompt: random_tokens(&mut rng, lm.config.vocab_size, seq),
+                    prompt: if a.same_prompt {
+                        one.clone()
+                    } else {
+                        random_tokens(&mut rng, lm.config.vocab_size, seq)
+                    },
                     ..Default::default()
                 })
                 .collect();
@@ -291,6 +299,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
             "batch": batch,
             "seq": seq,
             "new_tokens": if a.workload == Workload::Generate { Some(a.new_tokens) } else { None },
+            "same_prompt": a.same_prompt,
             "steps": a.steps,
             "median_s": median_s,
             "tokens_per_s": tokens as f64 / median_s,

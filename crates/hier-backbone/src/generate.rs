@@ -135,6 +135,10 @@ fn pick(logits: &[f32], cfg: &SamplingConfig, rng: &mut StdRng) -> (u32, f32) {
 impl CausalLm {
     /// Generates continuations of every request in one batch.
     ///
+    /// With the KV cache, a prefix of at least 16 tokens that every prompt shares is prefilled
+    /// once and copied to every row (same tokens and log-probabilities as prefilling each
+    /// prompt whole, to float rounding).
+    ///
     /// `decode` turns generated ids into text; it is needed only for stop strings.
     pub fn generate(
         &self,
@@ -173,13 +177,37 @@ impl CausalLm {
             .collect();
         let mut done = vec![false; n];
         let prompts: Vec<Vec<u32>> = requests.iter().map(|r| r.prompt.clone()).collect();
+        let opts = Forward::with(adapter);
         let mut cache = cfg.use_cache.then(|| self.new_cache(n));
         // With a cache each step feeds only the new column; without one the whole (growing)
         // batch is recomputed.
         let mut step_batch = Batch::left_padded(&prompts, pad);
         // Every column so far, to recompute from when a cache must be dropped.
         let mut full = step_batch.clone();
-        let opts = Forward::with(adapter);
+        let shared = shared_prefix_len(&prompts);
+        if let Some(c) = cache.as_mut()
+            && n > 1
+            && shared >= MIN_SHARED_PREFIX
+        {
+            // Prefill the prefix every prompt shares once, for one row, and give each row a
+            // copy of its keys and values; then only the rest of each prompt is prefilled. The
+            // rows' suffixes are left-padded after the prefix, so the padding sits between the
+            // two (masked like any padding; positions continue from the prefix).
+            let mut one = self.new_cache(1);
+            self.forward_hidden(
+                &Batch::left_padded(&[prompts[0][..shared].to_vec()], pad),
+                opts,
+                Some(&mut one),
+            )?;
+            *c = one.repeat_rows(n)?;
+            let suffixes: Vec<Vec<u32>> = prompts.iter().map(|p| p[shared..].to_vec()).collect();
+            step_batch = Batch::left_padded(&suffixes, pad);
+            for (pos, &valid) in step_batch.positions.iter_mut().zip(&step_batch.valid) {
+                if valid {
+                    *pos += shared as u32;
+                }
+            }
+        }
         for step in 0..cfg.max_new_tokens {
             if let Some(c) = &cache
                 && self.longrope_switches(c.len(), step_batch.len)
@@ -236,6 +264,27 @@ impl CausalLm {
         }
         Ok(out)
     }
+}
+
+/// Prompts of a batch that share at least this many leading tokens have them prefilled once.
+const MIN_SHARED_PREFIX: usize = 16;
+
+/// The number of leading tokens every prompt shares, leaving each at least one token of its
+/// own (the prefill must end on a real token of every row).
+fn shared_prefix_len(prompts: &[Vec<u32>]) -> usize {
+    let Some((first, rest)) = prompts.split_first() else {
+        return 0;
+    };
+    let mut n = prompts
+        .iter()
+        .map(Vec::len)
+        .min()
+        .unwrap_or(0)
+        .saturating_sub(1);
+    for p in rest {
+        n = n.min(first.iter().zip(p).take_while(|(a, b)| a == b).count());
+    }
+    n
 }
 
 impl CausalLm {

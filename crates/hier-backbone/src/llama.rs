@@ -279,6 +279,33 @@ impl KvCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Rows cached.
+    pub fn rows(&self) -> usize {
+        self.key_valid.len()
+    }
+
+    /// `n` copies of a one-row cache: `n` continuations of one prefix read the same keys and
+    /// values without computing them again.
+    pub fn repeat_rows(&self, n: usize) -> Result<Self> {
+        if self.rows() != 1 {
+            return Err(BackboneError::Invalid(format!(
+                "only a one-row KV cache can be repeated; this one has {} rows",
+                self.rows()
+            )));
+        }
+        Ok(Self {
+            layers: self
+                .layers
+                .iter()
+                .map(|l| {
+                    l.as_ref()
+                        .map(|(k, v)| (k.clone().repeat_dim(0, n), v.clone().repeat_dim(0, n)))
+                })
+                .collect(),
+            key_valid: vec![self.key_valid[0].clone(); n],
+        })
+    }
 }
 
 /// A decoder-only causal LM: the frozen base plus its adapters.

@@ -222,3 +222,52 @@ fn saved_base_model_reloads_identically() {
         assert_eq!(a, b, "{family}");
     }
 }
+
+/// Prompts sharing a long prefix have it prefilled once and copied to every row; the tokens
+/// and log-probabilities must be those of generating each prompt alone (no sharing), and of
+/// recomputing without a cache.
+#[test]
+fn a_shared_prompt_prefix_is_prefilled_once_with_identical_results() {
+    for family in FAMILIES {
+        let (lm, _) = load(family, false);
+        let vocab = lm.config.vocab_size as u32;
+        let prefix: Vec<u32> = (0..20).map(|i| (i * 7 + 3) % vocab).collect();
+        let requests: Vec<GenerationRequest> = [vec![5u32], vec![9, 4, 1, 7, 2], vec![11, 6, 8]]
+            .into_iter()
+            .map(|suffix| GenerationRequest {
+                prompt: prefix.iter().copied().chain(suffix).collect(),
+                ..Default::default()
+            })
+            .collect();
+        let cfg = SamplingConfig::greedy(10);
+        let shared = lm.generate(&requests, &cfg, None, None).unwrap();
+        let uncached = lm
+            .generate(
+                &requests,
+                &SamplingConfig {
+                    use_cache: false,
+                    ..cfg.clone()
+                },
+                None,
+                None,
+            )
+            .unwrap();
+        for (row, req) in requests.iter().enumerate() {
+            let alone = lm
+                .generate(std::slice::from_ref(req), &cfg, None, None)
+                .unwrap();
+            for (what, other) in [("alone", &alone[0]), ("uncached", &uncached[row])] {
+                assert_eq!(
+                    shared[row].tokens, other.tokens,
+                    "{family} row {row}: tokens differ from generating {what}"
+                );
+                for (a, b) in shared[row].logprobs.iter().zip(&other.logprobs) {
+                    assert!(
+                        (a - b).abs() <= 1e-5,
+                        "{family} row {row}: log-prob {a} vs {b} ({what})"
+                    );
+                }
+            }
+        }
+    }
+}
