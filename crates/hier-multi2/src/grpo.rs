@@ -286,7 +286,8 @@ pub fn train_grpo(
         1,
     );
     // The checkpoint's extra state is the learning curve so far.
-    let mut run: TrainLoop<GrpoConfig, Vec<GrpoPoint>> = TrainLoop::open(out, spec, cfg, opts)?;
+    let mut run: TrainLoop<GrpoConfig, Vec<GrpoPoint>> =
+        TrainLoop::open(out, spec, cfg, opts)?.seed_backend_per_step(lm.device(), cfg.seed);
     let reference = lm.adapter_id(&cfg.reference)?;
     let mut optim = cfg.optim.adamw();
     let (id, mut curve) = if let Some(curve) = run.take_resumed() {

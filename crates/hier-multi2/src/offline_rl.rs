@@ -229,7 +229,8 @@ pub fn train_offline_from(
         cfg.steps,
         cfg.checkpoint_every,
     );
-    let mut run: TrainLoop<OfflineRlConfig> = TrainLoop::open(out, spec, cfg, opts)?;
+    let mut run: TrainLoop<OfflineRlConfig> =
+        TrainLoop::open(out, spec, cfg, opts)?.seed_backend_per_step(lm.device(), cfg.seed);
     let device = lm.device();
     let hidden = lm.config.hidden_size;
     let mut optim = Sys2Optimizers::adamw(&cfg.actor_optim, &cfg.critic_optim);

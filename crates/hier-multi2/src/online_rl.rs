@@ -254,7 +254,8 @@ pub fn train_online(
         cfg.iterations,
         1,
     );
-    let mut run: TrainLoop<OnlineRlConfig, Progress> = TrainLoop::open(out, spec, cfg, opts)?;
+    let mut run: TrainLoop<OnlineRlConfig, Progress> =
+        TrainLoop::open(out, spec, cfg, opts)?.seed_backend_per_step(lm.device(), cfg.seed);
     let device = lm.device();
     let hidden = lm.config.hidden_size;
     let planner = lm.adapter_id(&cfg.planner)?;

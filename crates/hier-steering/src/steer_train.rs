@@ -355,7 +355,8 @@ pub fn train_steering(
         1,
     );
     // The checkpoint's extra state is the bank's priorities.
-    let mut run: TrainLoop<SteerTrainConfig, Vec<f32>> = TrainLoop::open(out, spec, cfg, opts)?;
+    let mut run: TrainLoop<SteerTrainConfig, Vec<f32>> =
+        TrainLoop::open(out, spec, cfg, opts)?.seed_backend_per_step(lm.device(), cfg.seed);
     let reference = lm.adapter_id(&cfg.reference)?;
     let observations: Vec<String> = bank_states
         .iter()

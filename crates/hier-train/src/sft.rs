@@ -131,7 +131,8 @@ pub fn train_adapter(
         cfg.steps,
         cfg.checkpoint_every,
     );
-    let mut run: TrainLoop<SftConfig> = TrainLoop::open(out, spec, cfg, opts)?;
+    let mut run: TrainLoop<SftConfig> =
+        TrainLoop::open(out, spec, cfg, opts)?.seed_backend_per_step(lm.device(), cfg.seed);
     let mut optim = cfg.optim.adamw();
     let id = if run.take_resumed().is_some() {
         let ckpt = run.checkpoint_dir();

@@ -115,6 +115,20 @@ pub struct TrainLoop<C, X = ()> {
     last_line: Option<serde_json::Value>,
     nonfinite: std::collections::BTreeMap<String, NonFiniteTally>,
     max_nonfinite: u64,
+    /// The device whose random source [`TrainLoop::next_step`] seeds, and the run's seed.
+    backend_seed: Option<(hier_backbone::burn::tensor::Device, u64)>,
+}
+
+/// The backend seed of step `step` of a run seeded with `seed` (a SplitMix64 finaliser of
+/// the pair, so neighbouring steps and seeds get unrelated streams).
+pub fn step_seed(seed: u64, step: usize) -> u64 {
+    let mut z = seed
+        ^ (step as u64)
+            .wrapping_add(1)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Non-finite elements dropped from one quantity.
@@ -182,6 +196,7 @@ where
             last_line: None,
             nonfinite: std::collections::BTreeMap::new(),
             max_nonfinite: opts.max_nonfinite,
+            backend_seed: None,
             spec,
         })
     }
@@ -207,9 +222,26 @@ where
         self.step
     }
 
+    /// Seeds `device`'s random source before every step from `seed` and the step's index, so
+    /// that what a step draws there (LoRA dropout masks) is the same in every run and in a run
+    /// resumed at that step. On the CPU backend that source is one per process: two trainers
+    /// stepping at once in one process (the pipelines run one at a time) would share it.
+    pub fn seed_backend_per_step(
+        mut self,
+        device: hier_backbone::burn::tensor::Device,
+        seed: u64,
+    ) -> Self {
+        self.backend_seed = Some((device, seed));
+        self
+    }
+
     /// The 0-based index of the next step, or `None` when the run is complete or stopped.
     pub fn next_step(&mut self) -> Option<usize> {
-        (!self.stopped && self.step < self.spec.total).then_some(self.step)
+        let next = (!self.stopped && self.step < self.spec.total).then_some(self.step)?;
+        if let Some((device, seed)) = &self.backend_seed {
+            device.seed(step_seed(*seed, next));
+        }
+        Some(next)
     }
 
     /// Whether the step being done (0-based `step`) is the last of a logging window of
