@@ -40,7 +40,8 @@ pub struct Row {
     pub executor: String,
     pub tau: Option<f64>,
     pub episodes: usize,
-    /// F1 and EM in percent; the 95 % half-width over evaluation seeds (≥ 2 seeds).
+    /// F1 and EM in percent; the half-width of the 95 % t-interval over the evaluation seeds'
+    /// mean F1 (≥ 2 seeds).
     pub f1: f64,
     pub f1_ci95: Option<f64>,
     pub em: f64,
@@ -73,12 +74,9 @@ pub fn row(e: &Evaluation) -> Row {
     for x in r {
         seeds.entry(x.seed).or_default().push(100.0 * x.f1);
     }
-    let f1_ci95 = (seeds.len() >= 2).then(|| {
-        let m: Vec<f64> = seeds.values().map(|v| mean(v.iter().copied())).collect();
-        let mu = mean(m.iter().copied());
-        let var = m.iter().map(|x| (x - mu).powi(2)).sum::<f64>() / (m.len() - 1) as f64;
-        1.96 * (var / m.len() as f64).sqrt()
-    });
+    // A t-interval over the seeds' means (with 3 seeds t₀.₉₇₅(2) = 4.303, not the normal 1.96).
+    let seed_means: Vec<f64> = seeds.values().map(|v| mean(v.iter().copied())).collect();
+    let f1_ci95 = hier_train::metrics::estimate(&seed_means).half_width;
     let mut by_hops: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     let mut by_set: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for x in r {
@@ -610,4 +608,49 @@ fn tau_sweep(path: &Path, rows: &[&Row]) -> Drawn {
     }
     root.present()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::QaResult;
+
+    /// Three seeds whose mean F1 is 20, 40 and 60 %: s = 20, so the 95 % t-interval's
+    /// half-width is t₀.₉₇₅(2) · 20 / √3 = 4.303 · 11.547 = 49.69 (the normal 1.96 would give
+    /// 22.63).
+    #[test]
+    fn the_f1_interval_is_a_t_interval_over_seeds() {
+        let result = |seed: u64, f1: f64| QaResult {
+            task: hier_envs::Task::new("qa", seed),
+            seed,
+            hops: Some(2),
+            test_set: None,
+            f1,
+            em: 0.0,
+            answered: true,
+            turns: 1,
+            interventions: 0,
+            executor_tokens: 10,
+        };
+        let e = Evaluation {
+            method: SteerMethod::None,
+            executor: "main".into(),
+            tau: None,
+            // Seed 1 has two episodes (0.3 and 0.5, mean 0.4): the interval is over seed means.
+            results: vec![
+                result(0, 0.2),
+                result(1, 0.3),
+                result(1, 0.5),
+                result(2, 0.6),
+            ],
+            slow_path_runs: 0,
+        };
+        let ci = row(&e).f1_ci95.unwrap();
+        assert!((ci - 4.303 * 20.0 / 3f64.sqrt()).abs() < 1e-9, "{ci}");
+        let one_seed = Evaluation {
+            results: vec![result(0, 0.2), result(0, 0.4)],
+            ..e
+        };
+        assert_eq!(row(&one_seed).f1_ci95, None);
+    }
 }
