@@ -14,14 +14,14 @@
 //! reported, with the peak resident set and the cores busy (process CPU time / wall time over
 //! the timed steps).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use hier_backbone::burn::optim::GradientsParams;
 use hier_backbone::burn::tensor::activation::log_softmax;
-use hier_backbone::burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+use hier_backbone::burn::tensor::{Distribution, Int, Tensor, TensorData};
 use hier_backbone::gguf::{GgufFile, is_gguf};
 use hier_backbone::{
     Batch, CausalLm, Forward, GenerationRequest, LoraConfig, SamplingConfig, TargetModule,
@@ -110,16 +110,6 @@ pub fn random_tokens(rng: &mut rand::rngs::StdRng, vocab: usize, len: usize) -> 
     (0..len)
         .map(|_| rng.random_range(0..vocab as u32))
         .collect()
-}
-
-fn load(path: &Path, device: &Device) -> Result<CausalLm> {
-    let loading = || format!("loading {}", path.display());
-    Ok(if is_gguf(path) {
-        CausalLm::from_gguf(&GgufFile::open(path).with_context(loading)?, device)
-            .with_context(loading)?
-    } else {
-        CausalLm::load(path, device).with_context(loading)?
-    })
 }
 
 /// One LoRA training step after another over a frozen base: forward, next-token
@@ -213,7 +203,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
     let (median_s, cores, tokens) = match a.workload {
         Workload::TrainLora => {
             let device = device.autodiff();
-            let lm = load(&model, &device)?;
+            let lm = crate::model_cmd::load_model(&model, &device)?.1;
             let vocab = lm.config.vocab_size;
             let mut trainer = LoraTrainer::new(lm, &TargetModule::ALL)?;
             let windows: Vec<Vec<Vec<u32>>> = (0..4)
@@ -231,7 +221,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
             (m, c, batch * seq)
         }
         Workload::Forward => {
-            let lm = load(&model, &device)?;
+            let lm = crate::model_cmd::load_model(&model, &device)?.1;
             let rows: Vec<Vec<u32>> = (0..batch)
                 .map(|_| random_tokens(&mut rng, lm.config.vocab_size, seq))
                 .collect();
@@ -244,7 +234,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
             (m, c, batch * seq)
         }
         Workload::Generate => {
-            let lm = load(&model, &device)?;
+            let lm = crate::model_cmd::load_model(&model, &device)?.1;
             let one = random_tokens(&mut rng, lm.config.vocab_size, seq);
             let reqs: Vec<GenerationRequest> = (0..batch)
                 .map(|_| GenerationRequest {

@@ -14,6 +14,27 @@ pub fn is_model(path: &Path) -> bool {
     (is_gguf(path) && path.is_file()) || path.join("config.json").is_file()
 }
 
+/// The tokenizer and the model of `path`, an HF directory or a `.gguf` file (read once: it
+/// holds both).
+pub fn load_model(
+    path: &Path,
+    device: &hier_backbone::burn::tensor::Device,
+) -> Result<(Tokenizer, CausalLm)> {
+    let loading = || format!("loading {}", path.display());
+    Ok(if is_gguf(path) {
+        let file = GgufFile::open(path).with_context(loading)?;
+        (
+            file.tokenizer().with_context(loading)?,
+            CausalLm::from_gguf(&file, device).with_context(loading)?,
+        )
+    } else {
+        (
+            Tokenizer::load(path).with_context(loading)?,
+            CausalLm::load(path, device).with_context(loading)?,
+        )
+    })
+}
+
 #[derive(Args)]
 pub struct ConvertArgs {
     /// The GGUF file.
@@ -107,20 +128,7 @@ pub fn generate(a: &GenerateArgs) -> Result<()> {
     }
     let device = hier_backbone::parse_device(&a.device)?;
     let t = std::time::Instant::now();
-    let loading = || format!("loading {}", a.model.display());
-    // A GGUF file holds both the model and its tokenizer: read it once.
-    let (tok, mut lm) = if is_gguf(&a.model) {
-        let file = GgufFile::open(&a.model).with_context(loading)?;
-        (
-            file.tokenizer().with_context(loading)?,
-            CausalLm::from_gguf(&file, &device).with_context(loading)?,
-        )
-    } else {
-        (
-            Tokenizer::load(&a.model).with_context(loading)?,
-            CausalLm::load(&a.model, &device).with_context(loading)?,
-        )
-    };
+    let (tok, mut lm) = load_model(&a.model, &device)?;
     let adapter = match &a.adapter {
         Some(dir) => Some(
             lm.load_adapter("adapter", dir)

@@ -489,18 +489,7 @@ mod tests {
     fn updates_follow_the_sign_of_the_advantage() {
         use hier_backbone::{LoraConfig, TargetModule};
         use hier_train::pretrain::TinyModelConfig;
-        let cfg = TinyModelConfig {
-            vocab_size: 64,
-            hidden_size: 32,
-            intermediate_size: 64,
-            num_hidden_layers: 2,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            max_position_embeddings: 64,
-            rope_theta: 10000.0,
-            rms_norm_eps: 1e-5,
-            tie_word_embeddings: false,
-        };
+        let cfg = TinyModelConfig::for_tests(64, 64);
         let device = hier_backbone::burn::tensor::Device::flex().autodiff();
         let mut lm = CausalLm::random(cfg.model_config().unwrap(), 3, &device).unwrap();
         let lora = LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]);

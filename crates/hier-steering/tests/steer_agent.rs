@@ -10,18 +10,7 @@ fn model() -> (CausalLm, Tokenizer) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../hier-backbone/tests/fixtures/tokenizer");
     let tok = Tokenizer::load(&dir).unwrap();
-    let cfg = TinyModelConfig {
-        vocab_size: tok.vocab_size(),
-        hidden_size: 32,
-        intermediate_size: 64,
-        num_hidden_layers: 2,
-        num_attention_heads: 4,
-        num_key_value_heads: 2,
-        max_position_embeddings: 512,
-        rope_theta: 10000.0,
-        rms_norm_eps: 1e-5,
-        tie_word_embeddings: false,
-    };
+    let cfg = TinyModelConfig::for_tests(tok.vocab_size(), 512);
     let device = hier_backbone::burn::tensor::Device::flex();
     (
         CausalLm::random(cfg.model_config().unwrap(), 5, &device).unwrap(),

@@ -185,16 +185,8 @@ mod tests {
             .join("../hier-backbone/tests/fixtures/tokenizer");
         let tokenizer = Tokenizer::load(&dir).unwrap();
         let cfg = TinyModelConfig {
-            vocab_size: tokenizer.vocab_size(),
-            hidden_size: 32,
-            intermediate_size: 64,
-            num_hidden_layers: 2,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            max_position_embeddings: 256,
-            rope_theta: 10000.0,
-            rms_norm_eps: 1e-5,
             tie_word_embeddings: true,
+            ..TinyModelConfig::for_tests(tokenizer.vocab_size(), 256)
         };
         let device = hier_backbone::burn::tensor::Device::flex();
         let lm = CausalLm::random(cfg.model_config().unwrap(), 7, &device).unwrap();

@@ -74,6 +74,24 @@ fn default_eps() -> f64 {
 }
 
 impl TinyModelConfig {
+    /// The 2-layer, 32-wide model of the tests (SwiGLU 64, 4 heads sharing 2 key/value heads,
+    /// RoPE θ 1e4, RMSNorm ε 1e-5, untied head) over `vocab_size` tokens and `max_positions`
+    /// positions.
+    pub fn for_tests(vocab_size: usize, max_positions: usize) -> Self {
+        Self {
+            vocab_size,
+            hidden_size: 32,
+            intermediate_size: 64,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            max_position_embeddings: max_positions,
+            rope_theta: 10000.0,
+            rms_norm_eps: 1e-5,
+            tie_word_embeddings: false,
+        }
+    }
+
     /// The HF-style (Llama) model configuration of these sizes.
     pub fn model_config(&self) -> Result<ModelConfig> {
         let m = self;

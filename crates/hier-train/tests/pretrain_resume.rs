@@ -12,18 +12,7 @@ use hier_train::pretrain::{PretrainConfig, TinyModelConfig, TrainConfig, pretrai
 
 fn config(steps: usize) -> PretrainConfig {
     PretrainConfig {
-        model: TinyModelConfig {
-            vocab_size: 300,
-            hidden_size: 32,
-            intermediate_size: 64,
-            num_hidden_layers: 2,
-            num_attention_heads: 4,
-            num_key_value_heads: 2,
-            max_position_embeddings: 64,
-            rope_theta: 10000.0,
-            rms_norm_eps: 1e-5,
-            tie_word_embeddings: false,
-        },
+        model: TinyModelConfig::for_tests(300, 64),
         train: TrainConfig {
             seq_len: 16,
             batch_size: 4,

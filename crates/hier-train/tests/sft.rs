@@ -20,18 +20,7 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn tiny(device: &Device) -> CausalLm {
-    let cfg = TinyModelConfig {
-        vocab_size: 96,
-        hidden_size: 32,
-        intermediate_size: 64,
-        num_hidden_layers: 2,
-        num_attention_heads: 4,
-        num_key_value_heads: 2,
-        max_position_embeddings: 64,
-        rope_theta: 10000.0,
-        rms_norm_eps: 1e-5,
-        tie_word_embeddings: false,
-    };
+    let cfg = TinyModelConfig::for_tests(96, 64);
     let mut lm = CausalLm::random(cfg.model_config().unwrap(), 11, device).unwrap();
     // A random output layer gives near-uniform logits that no adapter inside the network can
     // sharpen (the final RMSNorm fixes the hidden scale); scale it up like a trained one's.
