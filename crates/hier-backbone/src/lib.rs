@@ -31,6 +31,7 @@ pub mod llama;
 pub mod lora;
 pub mod param;
 pub mod peft;
+pub mod prefix_cache;
 pub mod rope;
 pub mod score;
 pub mod tokenizer;
@@ -43,6 +44,7 @@ pub use generate::{FinishReason, Generation, GenerationRequest, SamplingConfig};
 pub use heads::{ValueHead, gather_positions};
 pub use llama::{AdapterId, AdapterSpec, Batch, CausalLm, Forward, KvCache};
 pub use lora::{LoraConfig, TargetModule};
+pub use prefix_cache::{PrefillStats, PrefixCache};
 pub use score::{ScoreOutput, ScoreRequest};
 pub use tokenizer::{ChatTemplate, Message, Tokenizer, train_bpe};
 

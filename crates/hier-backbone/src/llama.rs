@@ -259,8 +259,8 @@ impl Forward {
 /// the GQA expansion), plus which cached columns are real tokens (left padding is not).
 #[derive(Debug, Clone)]
 pub struct KvCache {
-    layers: Vec<Option<(Tensor<4>, Tensor<4>)>>,
-    key_valid: Vec<Vec<bool>>,
+    pub(crate) layers: Vec<Option<(Tensor<4>, Tensor<4>)>>,
+    pub(crate) key_valid: Vec<Vec<bool>>,
 }
 
 impl KvCache {
@@ -283,28 +283,6 @@ impl KvCache {
     /// Rows cached.
     pub fn rows(&self) -> usize {
         self.key_valid.len()
-    }
-
-    /// `n` copies of a one-row cache: `n` continuations of one prefix read the same keys and
-    /// values without computing them again.
-    pub fn repeat_rows(&self, n: usize) -> Result<Self> {
-        if self.rows() != 1 {
-            return Err(BackboneError::Invalid(format!(
-                "only a one-row KV cache can be repeated; this one has {} rows",
-                self.rows()
-            )));
-        }
-        Ok(Self {
-            layers: self
-                .layers
-                .iter()
-                .map(|l| {
-                    l.as_ref()
-                        .map(|(k, v)| (k.clone().repeat_dim(0, n), v.clone().repeat_dim(0, n)))
-                })
-                .collect(),
-            key_valid: vec![self.key_valid[0].clone(); n],
-        })
     }
 }
 

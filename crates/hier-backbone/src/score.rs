@@ -23,11 +23,12 @@ pub struct ScoreRequest {
 /// Scores of a batch, `C` = the longest continuation.
 #[derive(Debug, Clone)]
 pub struct ScoreOutput {
-    /// `log π` of each continuation token, `[b, C]` (0 where padded).
+    /// `log π` of each continuation token, `[b, C]` (0 where padded), at the temperature
+    /// scored at ([`CausalLm::score_at`]).
     pub logprobs: Tensor<2>,
     /// 1 for real continuation tokens, 0 for padding, `[b, C]`.
     pub mask: Tensor<2>,
-    /// Logits that predict each continuation token, `[b, C, vocab]`.
+    /// Logits that predict each continuation token, `[b, C, vocab]` (unscaled).
     pub logits: Tensor<3>,
     /// Final hidden states of the whole padded sequence `[b, P + C, H]`.
     pub hidden: Tensor<3>,
@@ -38,6 +39,25 @@ pub struct ScoreOutput {
 impl CausalLm {
     /// Scores continuations under `opts` (adapter, train mode).
     pub fn score(&self, requests: &[ScoreRequest], opts: Forward) -> Result<ScoreOutput> {
+        self.score_at(requests, opts, 1.0)
+    }
+
+    /// Scores continuations under the distribution sampled at `temperature`:
+    /// `log π_T(y_t) = log_softmax(logits_t / T)[y_t]`. Policy-gradient ratios must use the
+    /// distribution the samples came from; TRL's GRPO/PPO trainers divide the logits by the
+    /// generation temperature before `selective_log_softmax`, for the old, current and
+    /// reference policies alike.
+    pub fn score_at(
+        &self,
+        requests: &[ScoreRequest],
+        opts: Forward,
+        temperature: f32,
+    ) -> Result<ScoreOutput> {
+        if !(temperature.is_finite() && temperature > 0.0) {
+            return Err(BackboneError::Invalid(format!(
+                "scoring temperature {temperature} must be positive and finite"
+            )));
+        }
         if requests.is_empty() {
             return Err(BackboneError::Invalid("nothing to score".into()));
         }
@@ -102,7 +122,11 @@ impl CausalLm {
         let predicting = hidden.clone().slice([0..b, p - 1..p - 1 + c, 0..h]);
         let logits = self.lm_logits(predicting);
         let device = self.device();
-        let logp = log_softmax(logits.clone(), 2);
+        let logp = if temperature == 1.0 {
+            log_softmax(logits.clone(), 2)
+        } else {
+            log_softmax(logits.clone().div_scalar(temperature), 2)
+        };
         let idx = Tensor::<3, Int>::from_data(TensorData::new(targets, [b, c, 1]), &device);
         let mask = Tensor::<2>::from_data(TensorData::new(mask, [b, c]), &device);
         let logprobs = logp.gather(2, idx).reshape([b, c]) * mask.clone();

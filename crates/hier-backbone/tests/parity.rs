@@ -271,3 +271,204 @@ fn a_shared_prompt_prefix_is_prefilled_once_with_identical_results() {
         }
     }
 }
+
+/// An agent's calls through one [`PrefixCache`]: every step's prompt is the last prompt, its
+/// reply and a new observation (one row's history is later cut in the middle, as a sliding
+/// window does), all prompts open with the same instruction, and the last call forks one state
+/// into four samples. Tokens and log-probabilities must be those of recomputing every prompt
+/// (no cache across calls), while only the new tokens are prefilled — except under LongRoPE
+/// (the Phi-3 fixture), whose keys depend on the whole length and are never reused.
+#[test]
+fn an_episode_cache_prefills_only_new_tokens_with_identical_results() {
+    use hier_backbone::PrefixCache;
+    for family in FAMILIES {
+        for with_adapter in [false, true] {
+            let (lm, adapter) = load(family, with_adapter);
+            let vocab = lm.config.vocab_size as u32;
+            let tokens = |seed: u32, n: u32| -> Vec<u32> {
+                (0..n).map(|i| (i * 13 + seed * 5 + 1) % vocab).collect()
+            };
+            let instruction = tokens(0, 24);
+            let mut prompts: Vec<Vec<u32>> = (1..=3)
+                .map(|row| [instruction.clone(), tokens(row, 4 + row)].concat())
+                .collect();
+            let mut cfg = SamplingConfig {
+                temperature: 0.8,
+                top_p: Some(0.95),
+                ..SamplingConfig::greedy(6)
+            };
+            let mut cache = PrefixCache::new(10_000);
+            let mut reused_any = 0;
+            for step in 0..5u32 {
+                let requests: Vec<GenerationRequest> = if step == 4 {
+                    // Four samples of row 0's state.
+                    vec![prompts[0].clone(); 4]
+                } else {
+                    prompts.clone()
+                }
+                .into_iter()
+                .map(|prompt| GenerationRequest {
+                    prompt,
+                    stop_tokens: vec![2],
+                    ..Default::default()
+                })
+                .collect();
+                cfg.seed = step as u64;
+                let cached = lm
+                    .generate_cached(&requests, &cfg, adapter, None, &mut cache)
+                    .unwrap();
+                let fresh = lm.generate(&requests, &cfg, adapter, None).unwrap();
+                for (row, (a, b)) in cached.iter().zip(&fresh).enumerate() {
+                    let at = format!("{family} adapter {with_adapter} step {step} row {row}");
+                    assert_eq!(a.tokens, b.tokens, "{at}: tokens differ from recomputing");
+                    for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+                        assert!((x - y).abs() <= 1e-5, "{at}: log-prob {x} vs {y}");
+                    }
+                    if step > 0 && family != "phi3" {
+                        assert!(a.reused_tokens >= 24, "{at}: reused {}", a.reused_tokens);
+                    }
+                    reused_any += a.reused_tokens;
+                }
+                if step < 4 {
+                    for (row, (p, g)) in prompts.iter_mut().zip(&cached).enumerate() {
+                        p.extend_from_slice(&g.tokens);
+                        p.extend(tokens(10 + step * 3 + row as u32, 3));
+                    }
+                }
+                if step == 2 {
+                    // A sliding window: row 2 loses three tokens after the instruction.
+                    prompts[2].drain(24..27);
+                }
+            }
+            let stats = cache.stats();
+            assert_eq!(stats.prompts, 4 * 3 + 4);
+            if family == "phi3" {
+                assert_eq!(reused_any, 0, "LongRoPE keys must not be reused");
+                assert_eq!(stats.prefilled_tokens, stats.prompt_tokens);
+                assert!(cache.is_empty());
+            } else {
+                assert!(
+                    stats.prefilled_tokens * 3 < stats.prompt_tokens,
+                    "{family}: prefilled {} of {} prompt tokens",
+                    stats.prefilled_tokens,
+                    stats.prompt_tokens
+                );
+            }
+        }
+    }
+}
+
+/// A zero budget keeps nothing: every prompt is prefilled whole, with the same results.
+#[test]
+fn a_prefix_cache_without_budget_recomputes_everything() {
+    let (lm, _) = load("llama3", false);
+    let prompt: Vec<u32> = (0..40).map(|i| (i * 7 + 3) % 64).collect();
+    let requests = vec![GenerationRequest {
+        prompt: prompt.clone(),
+        ..Default::default()
+    }];
+    let cfg = SamplingConfig::greedy(4);
+    let mut none = hier_backbone::PrefixCache::new(0);
+    let mut some = hier_backbone::PrefixCache::new(1000);
+    for _ in 0..2 {
+        let a = lm
+            .generate_cached(&requests, &cfg, None, None, &mut none)
+            .unwrap();
+        let b = lm
+            .generate_cached(&requests, &cfg, None, None, &mut some)
+            .unwrap();
+        assert_eq!(a[0].tokens, b[0].tokens);
+        assert_eq!(a[0].reused_tokens, 0);
+    }
+    assert!(none.is_empty());
+    assert_eq!(none.stats().prefilled_tokens, 80);
+    // The second call reads all but the last prompt token.
+    assert_eq!(some.stats().prefilled_tokens, 40 + 1);
+    assert_eq!(
+        some.len(),
+        1,
+        "the second call's sequence replaced the first"
+    );
+}
+
+/// Log-probabilities scored at a sampling temperature, and the importance ratio between the
+/// adapter (current policy) and the base (old policy), equal TRL's: `selective_log_softmax(
+/// logits, ids, temperature=T)` over transformers' logits (`fixtures/make_temperature_fixture.py`,
+/// TRL 1.16). At T = 0.7 the ratios differ from those at T = 1, so a trainer that scored at
+/// T = 1 what it sampled at 0.7 would clip and weight the wrong tokens.
+#[test]
+fn scoring_at_a_temperature_matches_trl() {
+    use hier_backbone::ScoreRequest;
+    let (lm, adapter) = load("llama3", true);
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("llama3").join("temperature.json")).unwrap(),
+    )
+    .unwrap();
+    let as_ids = |v: &Value| -> Vec<u32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    let as_f32 = |v: &Value| -> Vec<f32> {
+        let mut out = Vec::new();
+        flat(v, &mut out);
+        out
+    };
+    let cases = r["cases"].as_array().unwrap();
+    for t in [0.7f32, 1.0] {
+        let rows: Vec<&Value> = cases
+            .iter()
+            .filter(|c| (c["temperature"].as_f64().unwrap() as f32 - t).abs() < 1e-6)
+            .collect();
+        let requests: Vec<ScoreRequest> = rows
+            .iter()
+            .map(|c| ScoreRequest {
+                prompt: as_ids(&c["prompt"]),
+                continuation: as_ids(&c["completion"]),
+            })
+            .collect();
+        let score = |a| {
+            let s = lm.score_at(&requests, Forward::with(a), t).unwrap();
+            let [_, c] = s.logprobs.dims();
+            let v =
+                hier_backbone::weights::HostTensor::from_tensor(s.logprobs.unsqueeze_dim::<3>(2))
+                    .data;
+            (v, c)
+        };
+        let ((old, c), (new, _)) = (score(None), score(adapter));
+        for (row, case) in rows.iter().enumerate() {
+            let n = case["completion"].as_array().unwrap().len();
+            for (what, ours, theirs) in [
+                ("old", &old[row * c..row * c + n], as_f32(&case["old"])),
+                ("new", &new[row * c..row * c + n], as_f32(&case["new"])),
+            ] {
+                for (a, b) in ours.iter().zip(&theirs) {
+                    assert!(
+                        (a - b).abs() <= 1e-4,
+                        "T={t} row {row} {what}: {a} vs TRL {b}"
+                    );
+                }
+            }
+            let want = as_f32(&case["ratio"]);
+            for k in 0..n {
+                let ratio = (new[row * c + k] - old[row * c + k]).exp();
+                assert!(
+                    (ratio - want[k]).abs() <= 1e-4 * want[k].max(1.0),
+                    "T={t} row {row} token {k}: ratio {ratio} vs TRL {}",
+                    want[k]
+                );
+            }
+        }
+    }
+    let bad = lm.score_at(
+        &[ScoreRequest {
+            prompt: vec![1],
+            continuation: vec![2],
+        }],
+        Forward::default(),
+        0.0,
+    );
+    assert!(bad.unwrap_err().to_string().contains("temperature 0"));
+}

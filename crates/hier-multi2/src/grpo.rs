@@ -334,14 +334,16 @@ pub fn train_grpo(
                 tok,
                 Some(me),
                 cfg.sampling(cfg.max_tokens, seed),
-            );
+            )
+            .with_prefix_cache_mib(opts.prefix_cache_mib);
             policy.max_prompt = Some(cfg.max_len.saturating_sub(cfg.max_tokens).max(1));
             let mut planner = BackbonePolicy::new(
                 &inference,
                 tok,
                 Some(me),
                 cfg.sampling(cfg.planner_max_tokens, seed ^ 0x5EED),
-            );
+            )
+            .with_prefix_cache_mib(opts.prefix_cache_mib);
             planner.max_prompt = Some(cfg.max_len.saturating_sub(cfg.planner_max_tokens).max(1));
             if let (Level::Planner, Some(e)) = (cfg.level, &cfg.executor) {
                 policy.adapter = Some(inference.adapter_id(e)?);

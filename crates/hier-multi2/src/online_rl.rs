@@ -310,13 +310,15 @@ pub fn train_online(
                 tok,
                 Some(planner),
                 SamplingConfig::greedy(cfg.planner_max_tokens),
-            );
+            )
+            .with_prefix_cache_mib(opts.prefix_cache_mib);
             let mut sys2 = BackbonePolicy::new(
                 &inference,
                 tok,
                 Some(id),
                 cfg.executor_sampling(rng.random()),
-            );
+            )
+            .with_prefix_cache_mib(opts.prefix_cache_mib);
             // Prompts are cut exactly as the training examples are.
             sys1.max_prompt = Some(cfg.max_len.saturating_sub(cfg.planner_max_tokens).max(1));
             sys2.max_prompt = Some(cfg.max_len.saturating_sub(cfg.executor_max_tokens).max(1));

@@ -19,6 +19,7 @@ fn smoke_profile_runs_every_stage_and_resumes_after_an_interruption() {
         stop_after_stages: Some(4),
         memory_limit_mib: None,
         max_nonfinite: 0,
+        prefix_cache_mib: hier_train::policy::DEFAULT_PREFIX_CACHE_MIB,
     };
     let first = run(&profile, &cfg).unwrap();
     assert!(!first.complete, "the run must stop after 4 stages");

@@ -31,7 +31,7 @@ use crate::steer_train::{
 };
 use hier_train::SharedErrors as _;
 use hier_train::eval::spread;
-use hier_train::policy::BackbonePolicy;
+use hier_train::policy::{BackbonePolicy, write_prefill_report};
 use hier_train::runlog::write_jsonl;
 use hier_train::sft::sft_config;
 use hier_train::sft::train_adapter;
@@ -125,13 +125,15 @@ impl Executor {
 }
 
 impl Player<'_> {
-    /// Its sampling policy; `shared` is an inference copy of the shared backbone.
+    /// Its sampling policy, keeping `cache_mib` MiB of context across calls; `shared` is an
+    /// inference copy of the shared backbone.
     fn policy<'a>(
         &'a self,
         shared: &'a CausalLm,
         shared_tok: &'a Tokenizer,
         sampling: &ExecutorSampling,
         seed: u64,
+        cache_mib: usize,
     ) -> Result<BackbonePolicy<'a>> {
         let (lm, tok) = match &self.own {
             Some((lm, tok)) => (lm, tok),
@@ -141,7 +143,9 @@ impl Player<'_> {
             Some((a, _)) => Some(lm.adapter_id(a)?),
             None => None,
         };
-        let mut policy = sampling.policy(lm, tok, id, seed);
+        let mut policy = sampling
+            .policy(lm, tok, id, seed)
+            .with_prefix_cache_mib(cache_mib);
         if self.executor.chat {
             policy.chat = true;
             policy.stop_strings = CALL_TAGS.iter().map(|t| format!("</{t}>")).collect();
@@ -283,7 +287,13 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     let bank_dir = st.run("bank", bank_key, |dir| -> Result<()> {
         let frozen = lm.valid();
         let main = ready(&mut players[0], &executors[0], &cfg.device)?;
-        let mut executor = main.policy(&frozen, &tok, &p.executor_sampling, p.seed)?;
+        let mut executor = main.policy(
+            &frozen,
+            &tok,
+            &p.executor_sampling,
+            p.seed,
+            cfg.prefix_cache_mib,
+        )?;
         let mut envs = forks(train_env, p.train.parallel);
         let states = collect_states(
             &mut envs,
@@ -319,12 +329,19 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     let key = serde_json::json!({"zero": Stages::upstream(&zero_dir), "train": train,
         "executor": executors[0].key, "sampling": p.executor_sampling});
     let rl_dir = st.run("steer-rl", key, |dir| -> Result<()> {
+        let started = std::time::Instant::now();
         let mut envs = forks(train_env, train.parallel);
         let opts = cfg.run_options();
         // The executor is frozen: it plays from a copy of the model taken before training.
         let frozen = lm.valid();
         let main = ready(&mut players[0], &executors[0], &cfg.device)?;
-        let mut executor = main.policy(&frozen, &tok, &p.executor_sampling, p.seed)?;
+        let mut executor = main.policy(
+            &frozen,
+            &tok,
+            &p.executor_sampling,
+            p.seed,
+            cfg.prefix_cache_mib,
+        )?;
         lm = train_steering(
             take(&mut lm),
             &tok,
@@ -336,7 +353,14 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
             &opts,
         )?
         .0;
-        Ok(())
+        let seconds = started.elapsed().as_secs_f64();
+        let stats = executor.prefill_stats();
+        Ok(write_prefill_report(
+            dir,
+            cfg.prefix_cache_mib,
+            stats,
+            seconds,
+        )?)
     })?;
     load(&mut lm, "steer-rl", &rl_dir.join("adapter"))?;
     let curve = read_jsonl(&rl_dir.join("curve.jsonl"))?;
@@ -398,8 +422,17 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
             let name = format!("eval-{method}-{}{tau_tag}", executor.name);
             let dir = st.run(&name, key, |dir| -> Result<()> {
                 let player = ready(player, executor, &cfg.device)?;
-                let (results, slow_path_runs) =
-                    evaluate(&lm, &tok, &data, &test, p, method, player, tau)?;
+                let (results, slow_path_runs) = evaluate(
+                    &lm,
+                    &tok,
+                    &data,
+                    &test,
+                    p,
+                    method,
+                    player,
+                    tau,
+                    cfg.prefix_cache_mib,
+                )?;
                 let e = Evaluation {
                     method,
                     executor: executor.name.clone(),
@@ -434,6 +467,7 @@ fn evaluate(
     method: SteerMethod,
     executor: &Player<'_>,
     tau: Option<f64>,
+    cache_mib: usize,
 ) -> Result<(Vec<QaResult>, usize)> {
     let lm = lm.valid();
     let env = &data.eval_env;
@@ -449,7 +483,7 @@ fn evaluate(
     for &seed in &p.eval.seeds {
         for (c, chunk) in tasks.chunks(p.eval.parallel).enumerate() {
             let s = seed.wrapping_mul(1_000_003).wrapping_add(c as u64);
-            let mut policy = executor.policy(&lm, tok, &p.executor_sampling, s)?;
+            let mut policy = executor.policy(&lm, tok, &p.executor_sampling, s, cache_mib)?;
             let envs = &mut envs[..chunk.len()];
             let episodes = match steer_adapter {
                 None => rollout_search(envs, chunk, &mut policy, None, method.name())?,

@@ -73,6 +73,7 @@ fn config(out: PathBuf) -> RunConfig {
         stop_after_stages: None,
         memory_limit_mib: None,
         max_nonfinite: 0,
+        prefix_cache_mib: hier_train::policy::DEFAULT_PREFIX_CACHE_MIB,
     }
 }
 

@@ -2,7 +2,9 @@
 //! same rollout loops run LoRA roles over one backbone ([`BackbonePolicy`]), scripted policies
 //! in tests, or any other model. [`Trace`] is one episode as an agent played it.
 
-use hier_backbone::{AdapterId, CausalLm, GenerationRequest, SamplingConfig, Tokenizer};
+use hier_backbone::{
+    AdapterId, CausalLm, GenerationRequest, PrefillStats, PrefixCache, SamplingConfig, Tokenizer,
+};
 use hier_data::build::Episode;
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +29,17 @@ pub trait TextPolicy {
     }
 }
 
+/// Keys and values a [`BackbonePolicy`] keeps across its calls by default (MiB): room for ≈ 23 000
+/// tokens of SmolLM2-135M, a few hundred thousand of the tiny backbone.
+pub const DEFAULT_PREFIX_CACHE_MIB: usize = 1024;
+
 /// A LoRA role over a shared backbone: one batched generation call per request batch.
+///
+/// The role keeps the keys and values of its prompts and replies ([`PrefixCache`]), so that a
+/// prompt which repeats an earlier one's beginning — the instruction and few-shot examples of
+/// every call, the episode so far, a state sampled several times — prefills only what is new.
+/// Replies are those of recomputing every prompt, to float rounding. The cache lives as long
+/// as the role, which borrows the model: the weights cannot change under it.
 pub struct BackbonePolicy<'a> {
     pub lm: &'a CausalLm,
     pub tokenizer: &'a Tokenizer,
@@ -45,6 +57,9 @@ pub struct BackbonePolicy<'a> {
     /// Calls answered so far: call `k` samples with seed `sampling.seed + k`, so successive
     /// steps draw fresh randomness while a run stays reproducible.
     pub calls: u64,
+    /// Context kept across calls ([`DEFAULT_PREFIX_CACHE_MIB`]; a budget of 0 recomputes every
+    /// prompt).
+    pub prefix_cache: PrefixCache,
 }
 
 impl<'a> BackbonePolicy<'a> {
@@ -65,7 +80,19 @@ impl<'a> BackbonePolicy<'a> {
             max_prompt: None,
             chat: false,
             calls: 0,
+            prefix_cache: PrefixCache::with_mib(lm, DEFAULT_PREFIX_CACHE_MIB),
         }
+    }
+
+    /// The same role keeping at most `mib` MiB of context across calls (0: none).
+    pub fn with_prefix_cache_mib(mut self, mib: usize) -> Self {
+        self.prefix_cache = PrefixCache::with_mib(self.lm, mib);
+        self
+    }
+
+    /// Prompt tokens seen and prefilled so far.
+    pub fn prefill_stats(&self) -> PrefillStats {
+        self.prefix_cache.stats()
     }
 }
 
@@ -105,9 +132,13 @@ impl TextPolicy for BackbonePolicy<'_> {
             ..self.sampling.clone()
         };
         self.calls += 1;
-        let outs = self
-            .lm
-            .generate(&requests, &sampling, self.adapter, Some(&decode))?;
+        let outs = self.lm.generate_cached(
+            &requests,
+            &sampling,
+            self.adapter,
+            Some(&decode),
+            &mut self.prefix_cache,
+        )?;
         outs.into_iter()
             .map(|g| {
                 let mut text = tok.decode(&g.tokens, true)?;
@@ -124,6 +155,30 @@ impl TextPolicy for BackbonePolicy<'_> {
             })
             .collect()
     }
+}
+
+/// Writes `<dir>/prefill.json`: what the prompts of a stage cost — prompt tokens, those
+/// prefilled, those read from the roles' prefix caches — with the cache budget and the stage's
+/// wall time, so that runs with and without the cache can be compared.
+pub fn write_prefill_report(
+    dir: &std::path::Path,
+    prefix_cache_mib: usize,
+    stats: PrefillStats,
+    seconds: f64,
+) -> Result<()> {
+    let report = serde_json::json!({
+        "prefix_cache_mib": prefix_cache_mib,
+        "prompts": stats.prompts,
+        "prompt_tokens": stats.prompt_tokens,
+        "prefilled_tokens": stats.prefilled_tokens,
+        "reused_tokens": stats.reused_tokens(),
+        "seconds": seconds,
+    });
+    let text = serde_json::to_string_pretty(&report).expect("a JSON value serialises");
+    Ok(hier_backbone::write_atomic(
+        &dir.join("prefill.json"),
+        text.as_bytes(),
+    )?)
 }
 
 /// One episode as the agent played it.

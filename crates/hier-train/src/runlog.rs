@@ -158,7 +158,7 @@ pub fn progress_bar(show: bool, len: usize, what: &str) -> indicatif::ProgressBa
 /// How a trainer runs, without changing what it computes: a progress bar, an early stop
 /// (after checkpointing) once `stop_after` steps are done — to test resumption — and a hook
 /// called after every step. Every trainer takes this one type.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct RunOptions {
     pub progress: bool,
     /// Stop (after checkpointing) once this many steps are done — to test resumption.
@@ -171,6 +171,22 @@ pub struct RunOptions {
     /// Non-finite elements a loss may drop from one quantity in one invocation before the
     /// run stops ([`crate::trainer::TrainLoop::count_nonfinite`]); default 0.
     pub max_nonfinite: u64,
+    /// MiB of context each generating role keeps across calls
+    /// ([`crate::policy::DEFAULT_PREFIX_CACHE_MIB`] by default; 0: none).
+    pub prefix_cache_mib: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            progress: false,
+            stop_after: None,
+            on_step: None,
+            memory_limit_mib: None,
+            max_nonfinite: 0,
+            prefix_cache_mib: crate::policy::DEFAULT_PREFIX_CACHE_MIB,
+        }
+    }
 }
 
 impl RunOptions {

@@ -106,6 +106,10 @@ pub struct RunConfig {
     /// Stop with [`Error::NonFinite`] once a trainer has seen more non-finite loss elements of
     /// one quantity than this (0: the first one stops the run).
     pub max_nonfinite: u64,
+    /// MiB of keys and values each generating role keeps across its calls
+    /// ([`crate::policy::BackbonePolicy::prefix_cache`]; 0: recompute every prompt). Results do
+    /// not depend on it (to float rounding), so it is no part of any stage's key.
+    pub prefix_cache_mib: usize,
 }
 
 impl RunConfig {
@@ -114,6 +118,7 @@ impl RunConfig {
         RunOptions {
             memory_limit_mib: self.memory_limit_mib,
             max_nonfinite: self.max_nonfinite,
+            prefix_cache_mib: self.prefix_cache_mib,
             ..RunOptions::with_progress(self.progress)
         }
     }

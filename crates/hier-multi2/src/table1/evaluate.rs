@@ -2,7 +2,7 @@
 //! evaluation task once per seed, environments played side by side.
 
 use hier_backbone::burn::module::Module;
-use hier_backbone::{CausalLm, SamplingConfig, Tokenizer};
+use hier_backbone::{CausalLm, PrefillStats, SamplingConfig, Tokenizer};
 use hier_envs::{Env, Split, Task};
 use hier_train::eval::EpisodeResult;
 use hier_train::policy::BackbonePolicy;
@@ -53,7 +53,17 @@ pub(crate) fn of_tasks(results: &[EpisodeResult], tasks: &[Task]) -> Vec<Episode
         .collect()
 }
 
-/// Plays every evaluation task once per seed.
+/// What an evaluation played and what its prompts cost.
+pub(crate) struct Evaluated {
+    pub results: Vec<EpisodeResult>,
+    pub traces: Vec<hier_train::policy::Trace>,
+    /// Prompt tokens of every role's calls, and how many of them were prefilled (the rest
+    /// came from the roles' prefix caches).
+    pub prefill: PrefillStats,
+}
+
+/// Plays every evaluation task once per seed; every role keeps `prefix_cache_mib` MiB of
+/// context across its calls.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn evaluate(
     lm: &CausalLm,
@@ -66,7 +76,8 @@ pub(crate) fn evaluate(
     prompted: &PromptedSpec,
     max_len: usize,
     progress: bool,
-) -> Result<(Vec<EpisodeResult>, Vec<hier_train::policy::Trace>)> {
+    prefix_cache_mib: usize,
+) -> Result<Evaluated> {
     let inference = lm.valid();
     let id = |name: &str| inference.adapter_id(name);
     let all: Vec<(Task, Option<usize>)> = eval_tasks
@@ -94,6 +105,7 @@ pub(crate) fn evaluate(
         spec: prompted,
     };
     let (mut out, mut played) = (Vec::new(), Vec::new());
+    let mut prefill = PrefillStats::default();
     for &seed in seeds {
         let sampling = |max_new_tokens| SamplingConfig {
             max_new_tokens,
@@ -104,7 +116,8 @@ pub(crate) fn evaluate(
             use_cache: true,
         };
         let role = |adapter, sampling, max_prompt| {
-            let mut p = BackbonePolicy::new(&inference, tok, adapter, sampling);
+            let mut p = BackbonePolicy::new(&inference, tok, adapter, sampling)
+                .with_prefix_cache_mib(prefix_cache_mib);
             p.max_prompt = Some(max_prompt);
             p
         };
@@ -185,7 +198,14 @@ pub(crate) fn evaluate(
             played.extend(traces);
             bar.inc(tasks.len() as u64);
         }
+        for role in std::iter::once(&exec).chain(plan.as_ref()) {
+            prefill.add(role.prefill_stats());
+        }
     }
     bar.finish_and_clear();
-    Ok((out, played))
+    Ok(Evaluated {
+        results: out,
+        traces: played,
+        prefill,
+    })
 }

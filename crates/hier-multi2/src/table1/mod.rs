@@ -590,10 +590,16 @@ impl Ctx<'_, '_> {
         };
         let (lm, tok, env, d, max_len) = (&*self.lm, self.tok, self.env, self.d, self.max_len());
         let (prompted, progress) = (&self.profile.prompted, self.cfg.progress);
+        let cache_mib = self.cfg.prefix_cache_mib;
         let dir = self
             .st
             .run(&format!("{stage}-{}", self.env), key, |dir| -> Result<()> {
-                let (results, traces) = evaluate(
+                let started = std::time::Instant::now();
+                let evaluate::Evaluated {
+                    results,
+                    traces,
+                    prefill,
+                } = evaluate(
                     lm,
                     tok,
                     env,
@@ -604,7 +610,10 @@ impl Ctx<'_, '_> {
                     prompted,
                     max_len,
                     progress,
+                    cache_mib,
                 )?;
+                let seconds = started.elapsed().as_secs_f64();
+                hier_train::policy::write_prefill_report(dir, cache_mib, prefill, seconds)?;
                 let lines = |xs: Vec<String>| xs.into_iter().map(|l| l + "\n").collect::<String>();
                 // Every played episode in full (subgoals, actions, observations), to look at.
                 let played = lines(
