@@ -104,6 +104,13 @@ impl GrpoConfig {
                 "grpo: the trained adapter must differ from its reference".into(),
             ));
         }
+        if !(self.temperature.is_finite() && self.temperature > 0.0) {
+            return Err(Error::invalid(format!(
+                "grpo: temperature {} must be positive (a group needs sampled completions, and \
+                 the ratios are taken at that temperature)",
+                self.temperature
+            )));
+        }
         Ok(self.optim.check("grpo.optim", self.iterations)?)
     }
 
@@ -205,12 +212,15 @@ pub fn ppo_passes(
         normalisation: LossNormalisation::Grpo,
     };
     let rows: Vec<SftExample> = samples.iter().map(|(e, _)| e.clone()).collect();
+    // Ratios are taken under the distribution the samples were drawn from (TRL divides the
+    // logits by the generation temperature for the old, current and reference policies).
+    let t = cfg.temperature;
     let (old, refs) = {
         let inference = lm.valid();
-        let old = scores_of(&inference, id, &rows, cfg.batch_size)?;
+        let old = scores_of(&inference, id, &rows, cfg.batch_size, t)?;
         let refs = if cfg.beta != 0.0 {
             let r = inference.adapter_id(&cfg.reference)?;
-            Some(scores_of(&inference, r, &rows, cfg.batch_size)?)
+            Some(scores_of(&inference, r, &rows, cfg.batch_size, t)?)
         } else {
             None
         };
@@ -221,12 +231,13 @@ pub fn ppo_passes(
         order.shuffle(rng);
         for batch in order.chunks(cfg.batch_size) {
             let chunk: Vec<SftExample> = batch.iter().map(|&i| rows[i].clone()).collect();
-            let s = lm.score(
+            let s = lm.score_at(
                 &score_requests(&chunk),
                 Forward {
                     adapter: Some(id),
                     train: true,
                 },
+                t,
             )?;
             let [_, c] = s.logprobs.dims();
             let pick = |xs: &Vec<Vec<f32>>| {
@@ -506,7 +517,7 @@ mod tests {
             target: vec![30, 31],
         };
         let logp = |lm: &CausalLm, adapter| {
-            let v = scores_of(&lm.valid(), adapter, &[good.clone(), bad.clone()], 2).unwrap();
+            let v = scores_of(&lm.valid(), adapter, &[good.clone(), bad.clone()], 2, 1.0).unwrap();
             (v[0].iter().sum::<f32>(), v[1].iter().sum::<f32>())
         };
         let (g0, b0) = logp(&lm, id);

@@ -334,9 +334,29 @@ pub fn encode_prompt(tok: &Tokenizer, text: &str, max_prompt: usize) -> Result<V
 pub struct SlowOutput {
     /// The generated text, from the prompt's `<think>` on.
     pub text: String,
-    /// `None`: `pass`, or unreadable (then nothing is applied).
+    /// `None`: `pass`, a rejection, or unreadable (then nothing is applied).
     pub intervention: Option<Intervention>,
     pub parse_error: Option<String>,
+    /// `reject: <reason>`: the message under review should be sent back. Only a host with such
+    /// a message (a proposed answer under verification, a pipeline handoff) can do it;
+    /// elsewhere [`SlowOutput::before_a_turn`] makes it an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reject: Option<String>,
+}
+
+/// Why a rejection before a turn is not applied.
+pub const NOTHING_TO_REJECT: &str = "reject: nothing to reject before a turn (only a proposed answer or a handoff can be sent back)";
+
+impl SlowOutput {
+    /// The output as read by a host that acts before the executor's turn, where there is no
+    /// message to send back: a `reject` is an error there (unreadable: not applied, counted,
+    /// no training advantage), never quietly turned into a note.
+    pub fn before_a_turn(mut self) -> Self {
+        if self.reject.is_some() && self.parse_error.is_none() {
+            self.parse_error = Some(NOTHING_TO_REJECT.into());
+        }
+        self
+    }
 }
 
 /// Reads a generated slow-path continuation (the prompt ended with `<think>`).
@@ -349,25 +369,23 @@ pub fn read_slow_path(generated: &str) -> SlowOutput {
             text,
             intervention: None,
             parse_error: Some("cut at max_tokens before </action>".into()),
+            reject: None,
         };
     }
-    let (intervention, parse_error) = match parse_slow_path(&text) {
-        Ok(p) => (
-            match p.intervention {
-                Decision::Pass => None,
-                Decision::Stop => Some(Intervention::StopAndAnswer),
-                Decision::Guide(note) | Decision::Reject(note) => {
-                    Some(Intervention::Guidance(note))
-                }
-            },
-            None,
-        ),
-        Err(e) => (None, Some(e.to_string())),
+    let (intervention, parse_error, reject) = match parse_slow_path(&text) {
+        Ok(p) => match p.intervention {
+            Decision::Pass => (None, None, None),
+            Decision::Stop => (Some(Intervention::StopAndAnswer), None, None),
+            Decision::Guide(note) => (Some(Intervention::Guidance(note)), None, None),
+            Decision::Reject(reason) => (None, None, Some(reason)),
+        },
+        Err(e) => (None, Some(e.to_string()), None),
     };
     SlowOutput {
         text,
         intervention,
         parse_error,
+        reject,
     }
 }
 
@@ -389,6 +407,7 @@ impl Supervisor for SteeringAgent<'_> {
                     .map(|&i| plan_prompt(&self.observe(&states[i])))
                     .collect();
                 for (&i, o) in first.iter().zip(self.slow(&prompts)?) {
+                    let o = o.before_a_turn();
                     // A plan is a note; `stop` before the first turn means nothing.
                     let plan = match &o.intervention {
                         Some(Intervention::Guidance(_)) => o.intervention.clone(),
@@ -417,8 +436,11 @@ impl Supervisor for SteeringAgent<'_> {
             .collect();
         let mut out = Vec::with_capacity(answers.len());
         for o in self.slow(&prompts)? {
-            let note = match &o.intervention {
-                Some(Intervention::Guidance(n)) => Some(n.clone()),
+            // The proposed answer is sent back with the note (`guide:`) or the reason
+            // (`reject:`): the executor carries on instead of answering.
+            let note = match (&o.intervention, &o.reject) {
+                (Some(Intervention::Guidance(n)), _) => Some(n.clone()),
+                (None, Some(reason)) if o.parse_error.is_none() => Some(reason.clone()),
                 _ => None,
             };
             self.log.push(SteerRecord::forced(
@@ -483,6 +505,7 @@ impl SteeringAgent<'_> {
         if !slow.is_empty() {
             let prompts: Vec<String> = slow.iter().map(|&i| slow_prompt(&obs[i])).collect();
             for (&i, o) in slow.iter().zip(self.slow(&prompts)?) {
+                let o = o.before_a_turn();
                 let r = &mut records[i];
                 r.intervention = o.intervention;
                 r.parse_error = o.parse_error;
@@ -534,6 +557,15 @@ mod tests {
             (whole.intervention, whole.parse_error),
             (Some(Intervention::Guidance("search X".into())), None)
         );
+        // A rejection is read as one; before a turn it is an error, not a note.
+        let reject = read_slow_path(" off topic </think><action>reject: wrong entity</action>");
+        assert_eq!(
+            (&reject.intervention, &reject.reject, &reject.parse_error),
+            (&None, &Some("wrong entity".into()), &None)
+        );
+        let before = reject.before_a_turn();
+        assert_eq!(before.parse_error.as_deref(), Some(NOTHING_TO_REJECT));
+        assert_eq!(before.intervention, None);
         let cut = read_slow_path(" the last turn repeats </think><action>guide: sea");
         assert_eq!(cut.intervention, None);
         assert_eq!(

@@ -4,13 +4,19 @@
 //!    state before one of its turns goes into a [`StateBank`], scored by the fast path's
 //!    priority `v = σ(z)`.
 //! 2. For `rounds` rounds: pick up to `k` states without replacement, ε-greedily by priority.
-//! 3. For each picked state `s`: sample `G` slow-path outputs; from the state with each output
-//!    applied, and from the state left alone, play `N` continuations each.
-//!    `R̄_{s,j}` = mean final F1 after output `j`, `b_s` = mean F1 without intervention.
-//! 4. Fast path: `q(s) = mean_j |R̄_{s,j} − b_s|`, RankNet on `z` over same-task pairs
-//!    (`hier_steer::rank`).
+//! 3. For each picked state `s`: sample `G` slow-path outputs; from the state with each readable
+//!    output applied, and from the state left alone, play `N` continuations each.
+//!    `R̄_{s,j}` = mean final F1 after output `j`, `b_s` = mean F1 without intervention. An
+//!    unreadable output (cut before `</action>`, malformed, or a `reject` — there is no message
+//!    to send back before a turn) is not played, stays out of the group's statistics, gets no
+//!    advantage, and is counted (`unreadable` in `curve.jsonl`).
+//! 4. Fast path: `q(s) = mean_j |R̄_{s,j} − b_s|` over the readable outputs, RankNet on `z`
+//!    over pairs of states of the same task among **every state scored so far** of the tasks
+//!    picked this round — the round's own `k` states rarely share a task (`hier_steer::rank`).
 //! 5. Slow path: GRPO with `b_s` in the group (`hier_steer::grpo::baseline_in_group_advantages`),
-//!    per-token PPO-clip (`ppo_clip_loss`), optional k3 KL to the start adapter.
+//!    per-token PPO-clip (`ppo_clip_loss`) on log-probabilities at the slow path's sampling
+//!    temperature (as sampled; TRL scales the logits the same way), optional k3 KL to the start
+//!    adapter.
 //! 6. One optimiser step per epoch on `L_GRPO + w·L_rank`.
 //!
 //! The trained adapter starts as an exact copy of `reference` (the format-only "zero-shot"
@@ -18,6 +24,7 @@
 //! optimiser, the bank's priorities and the round count; every round's samples go to
 //! `samples.jsonl` (what filtered behaviour cloning learns from: [`filtered_bc_examples`]).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use hier_backbone::burn::module::Module;
@@ -37,8 +44,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::search_agent::{Intervention, SearchStart, SearchState, rollout_search_from};
 use crate::steer_agent::{
-    AnswerTokens, SteerConfig, answer_word, encode_prompt, fast_prompt, log_odds, observation,
-    plan_prompt, sample_slow, slow_prompt, verify_prompt,
+    AnswerTokens, SlowOutput, SteerConfig, answer_word, encode_prompt, fast_prompt, log_odds,
+    observation, plan_prompt, read_slow_path, sample_slow, slow_prompt, verify_prompt,
 };
 use hier_train::SharedErrors as _;
 use hier_train::optim::OptimConfig;
@@ -155,6 +162,13 @@ impl SteerTrainConfig {
             return Err(Error::invalid(
                 "steering: the trained adapter must differ from its reference".into(),
             ));
+        }
+        if !(self.steer.temperature.is_finite() && self.steer.temperature > 0.0) {
+            return Err(Error::invalid(format!(
+                "steering: steer.temperature {} must be positive (training samples the slow \
+                 path, and the PPO ratios are taken at that temperature)",
+                self.steer.temperature
+            )));
         }
         Ok(self.optim.check("train.optim", self.rounds)?)
     }
@@ -281,8 +295,8 @@ pub struct SlowSample {
     pub generated: String,
     pub intervention: Option<Intervention>,
     pub readable: bool,
-    /// `R̄_{s,j}` and the GRPO advantage.
-    pub mean_return: f64,
+    /// `R̄_{s,j}` (`None`: unreadable, so not played) and the GRPO advantage.
+    pub mean_return: Option<f64>,
     pub advantage: f32,
 }
 
@@ -295,9 +309,9 @@ pub struct StateRecord {
     pub group: usize,
     pub turn: usize,
     pub z: f32,
-    /// `b_s`, `q(s)`.
+    /// `b_s`, and `q(s)` over the readable samples (`None`: none was).
     pub baseline: f64,
-    pub q: f64,
+    pub q: Option<f64>,
     pub samples: Vec<SlowSample>,
 }
 
@@ -327,6 +341,29 @@ pub struct RoundPoint {
 /// run `cfg.parallel` at a time).
 #[allow(clippy::too_many_arguments)]
 pub fn train_steering(
+    lm: CausalLm,
+    tok: &Tokenizer,
+    envs: &mut [Box<dyn Env>],
+    executor: &mut dyn TextPolicy,
+    bank_states: &[BankState],
+    cfg: &SteerTrainConfig,
+    out: &Path,
+    opts: &RunOptions,
+) -> Result<(CausalLm, Vec<RoundPoint>)> {
+    train_steering_with(lm, tok, envs, executor, bank_states, cfg, out, opts, None)
+}
+
+/// Writes a round's slow-path texts (what follows each prompt's `<think>`) for the prompts
+/// given, from the round's seed.
+pub type SlowWriter<'a> = &'a mut dyn FnMut(&[String], u64) -> Result<Vec<String>>;
+
+/// [`train_steering`] with the slow-path outputs written by `slow` instead of sampled from the
+/// trained adapter (`None`: sampled, as in every real run). Everything else — which outputs
+/// are readable, the continuations, advantages, targets, losses (the texts are scored by the
+/// adapter) and checkpoints — is the same; tests use it to drive training through outputs a
+/// random model never writes.
+#[allow(clippy::too_many_arguments)]
+pub fn train_steering_with(
     mut lm: CausalLm,
     tok: &Tokenizer,
     envs: &mut [Box<dyn Env>],
@@ -335,6 +372,7 @@ pub fn train_steering(
     cfg: &SteerTrainConfig,
     out: &Path,
     opts: &RunOptions,
+    mut slow: Option<SlowWriter<'_>>,
 ) -> Result<(CausalLm, Vec<RoundPoint>)> {
     cfg.validate()?;
     if bank_states.is_empty() {
@@ -408,6 +446,13 @@ pub fn train_steering(
         .into_iter()
         .filter(|r: &StateRecord| r.round <= start)
         .collect();
+    // Every bank state scored so far: its task and latest q(s) (RankNet's targets).
+    let mut scored: BTreeMap<usize, (usize, f32)> = BTreeMap::new();
+    for r in &kept {
+        if let Some(q) = r.q {
+            scored.insert(r.state, (r.group, q as f32));
+        }
+    }
     write_jsonl(&curve_path, &curve)?;
     write_jsonl(&samples_path, &kept)?;
     let answers = AnswerTokens::of(tok)?;
@@ -435,24 +480,47 @@ pub fn train_steering(
             .iter()
             .flat_map(|&i| std::iter::repeat_n(slow_prompt(&observations[i]), g))
             .collect();
-        let outputs = {
-            let inference = lm.valid();
-            sample_slow(
-                &inference,
-                tok,
-                Some(inference.adapter_id(&cfg.adapter)?),
-                &slow_prompts,
-                &cfg.steer,
-                cfg.seed ^ (round as u64).wrapping_mul(1_000_003),
-            )?
-        };
+        let seed = cfg.seed ^ (round as u64).wrapping_mul(1_000_003);
+        let outputs = match slow.as_mut() {
+            Some(write) => {
+                let texts = write(&slow_prompts, seed)?;
+                if texts.len() != slow_prompts.len() {
+                    return Err(Error::invalid(format!(
+                        "steering round {round}: the slow-path writer gave {} texts for {} prompts",
+                        texts.len(),
+                        slow_prompts.len()
+                    )));
+                }
+                texts.iter().map(|t| read_slow_path(t)).collect::<Vec<_>>()
+            }
+            None => {
+                let inference = lm.valid();
+                sample_slow(
+                    &inference,
+                    tok,
+                    Some(inference.adapter_id(&cfg.adapter)?),
+                    &slow_prompts,
+                    &cfg.steer,
+                    seed,
+                )?
+            }
+        }
+        .into_iter()
+        // Training states are before a turn: a rejection cannot be executed there.
+        .map(SlowOutput::before_a_turn)
+        .collect::<Vec<_>>();
+        // An unreadable sample is nothing the host can act on: it is not played (no
+        // continuations), takes no part in its group's statistics and gets no advantage.
+        let readable: Vec<bool> = outputs.iter().map(|o| o.parse_error.is_none()).collect();
         let n = cfg.continuations;
         let mut starts: Vec<SearchStart> = Vec::new();
         for (p, &i) in picked.iter().enumerate() {
             let base = bank_states[i].start();
-            for o in &outputs[p * g..(p + 1) * g] {
-                for _ in 0..n {
-                    starts.push(base.clone().with(o.intervention.as_ref()));
+            for (j, o) in outputs[p * g..(p + 1) * g].iter().enumerate() {
+                if readable[p * g + j] {
+                    for _ in 0..n {
+                        starts.push(base.clone().with(o.intervention.as_ref()));
+                    }
                 }
             }
             for _ in 0..n {
@@ -465,29 +533,26 @@ pub fn train_steering(
             let eps = rollout_search_from(envs, chunk, executor, None, "steering-train")?;
             returns.extend(eps.iter().map(|e| e.score));
         }
-        let per_state = (g + 1) * n;
+        let mut returns = returns.into_iter();
         let mut records = Vec::with_capacity(picked.len());
         let mut slow_rows: Vec<(SftExample, f32)> = Vec::new();
-        let mut qs = Vec::with_capacity(picked.len());
         for (p, &i) in picked.iter().enumerate() {
-            let r = &returns[p * per_state..(p + 1) * per_state];
-            let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
-            let rbar: Vec<f32> = (0..g)
-                .map(|j| mean(&r[j * n..(j + 1) * n]) as f32)
+            let mut mean_of_next_n = || {
+                (0..n)
+                    .map(|_| returns.next().expect("one return per start"))
+                    .sum::<f64>()
+                    / n as f64
+            };
+            let rbar: Vec<Option<f32>> = (0..g)
+                .map(|j| readable[p * g + j].then(|| mean_of_next_n() as f32))
                 .collect();
-            let b = mean(&r[g * n..]) as f32;
-            let q = q_target(&rbar, b).map_err(|e| Error::invalid(e.to_string()))?;
-            let adv = baseline_in_group_advantages(&rbar, b, scaling)
-                .map_err(|e| Error::invalid(e.to_string()))?;
+            let b = mean_of_next_n() as f32;
+            let (adv, q) = score_state(&rbar, b, scaling)?;
             let mut samples = Vec::with_capacity(g);
             for j in 0..g {
                 let o = &outputs[p * g + j];
                 let generated = o.text.trim_start_matches("<think>").to_owned();
-                let a = if adv.zero_variance {
-                    0.0
-                } else {
-                    adv.advantages[j]
-                };
+                let a = adv[j];
                 if a != 0.0 {
                     let what = format!("steering round {round} state {i} sample {j}");
                     slow_rows.push((
@@ -504,12 +569,14 @@ pub fn train_steering(
                 samples.push(SlowSample {
                     generated,
                     intervention: o.intervention.clone(),
-                    readable: o.parse_error.is_none(),
-                    mean_return: rbar[j] as f64,
+                    readable: readable[p * g + j],
+                    mean_return: rbar[j].map(f64::from),
                     advantage: a,
                 });
             }
-            qs.push(q);
+            if let Some(q) = q {
+                scored.insert(i, (bank_states[i].group, q));
+            }
             records.push(StateRecord {
                 round: round + 1,
                 state: i,
@@ -517,16 +584,18 @@ pub fn train_steering(
                 turn: bank_states[i].turns.len(),
                 z: logit(bank.priorities()[i]),
                 baseline: b as f64,
-                q: q as f64,
+                q: q.map(f64::from),
                 samples,
             });
         }
-        // 4–6. L_GRPO + w·L_rank, `epochs` steps.
-        let groups: Vec<usize> = picked.iter().map(|&i| bank_states[i].group).collect();
+        // 4–6. L_GRPO + w·L_rank, `epochs` steps. RankNet compares every scored state of the
+        // tasks picked this round, from this round or earlier ones.
+        let picked_groups: Vec<usize> = picked.iter().map(|&i| bank_states[i].group).collect();
+        let (ranked, qs, groups) = rank_set(&scored, &picked_groups);
         let rank_pairs = hier_steer::rank::ranking_pairs(&qs, &groups)
             .map_err(|e| Error::invalid(e.to_string()))?
             .len();
-        let fast_prompts = picked
+        let fast_prompts = ranked
             .iter()
             .map(|&i| {
                 encode_prompt(
@@ -538,12 +607,15 @@ pub fn train_steering(
             .collect::<Result<Vec<_>>>()?;
         let device = lm.device();
         let rows: Vec<SftExample> = slow_rows.iter().map(|(e, _)| e.clone()).collect();
+        // Ratios under the distribution the slow path sampled from (TRL scales the logits by
+        // the generation temperature for the old, current and reference policies).
+        let temperature = cfg.steer.temperature;
         let (old, refs) = {
             let inference = lm.valid();
             let batch = rows.len().max(1);
-            let old = scores_of(&inference, id, &rows, batch)?;
+            let old = scores_of(&inference, id, &rows, batch, temperature)?;
             let refs = if cfg.beta != 0.0 && !rows.is_empty() {
-                Some(scores_of(&inference, reference, &rows, batch)?)
+                Some(scores_of(&inference, reference, &rows, batch, temperature)?)
             } else {
                 None
             };
@@ -554,12 +626,13 @@ pub fn train_steering(
             for _ in 0..cfg.epochs {
                 let mut total: Option<Tensor<1>> = None;
                 if !rows.is_empty() {
-                    let s = lm.score(
+                    let s = lm.score_at(
                         &score_requests(&rows),
                         Forward {
                             adapter: Some(id),
                             train: true,
                         },
+                        temperature,
                     )?;
                     let [_, c] = s.logprobs.dims();
                     let adv: Vec<f32> = slow_rows.iter().map(|(_, a)| *a).collect();
@@ -618,19 +691,15 @@ pub fn train_steering(
             round: round + 1,
             states: records.len(),
             mean_baseline: records.iter().map(|r| r.baseline).sum::<f64>() / states,
-            mean_return: all.iter().map(|s| s.mean_return).sum::<f64>() / all.len().max(1) as f64,
-            mean_best_gain: records
-                .iter()
-                .map(|r| {
-                    r.samples
-                        .iter()
-                        .map(|s| s.mean_return)
-                        .fold(f64::NEG_INFINITY, f64::max)
-                        - r.baseline
-                })
-                .sum::<f64>()
-                / states,
-            mean_q: records.iter().map(|r| r.q).sum::<f64>() / states,
+            mean_return: mean_or_zero(all.iter().filter_map(|s| s.mean_return)),
+            mean_best_gain: mean_or_zero(records.iter().filter_map(|r| {
+                r.samples
+                    .iter()
+                    .filter_map(|s| s.mean_return)
+                    .reduce(f64::max)
+                    .map(|best| best - r.baseline)
+            })),
+            mean_q: mean_or_zero(records.iter().filter_map(|r| r.q)),
             stop: share(&|s| s.intervention == Some(Intervention::StopAndAnswer)),
             guide: share(&|s| matches!(s.intervention, Some(Intervention::Guidance(_)))),
             pass: share(&|s| s.readable && s.intervention.is_none()),
@@ -659,6 +728,64 @@ pub fn train_steering(
         lm.save_adapter(id, &out.join("adapter"), None)?;
     }
     Ok((lm, curve))
+}
+
+/// One state's GRPO advantages and RankNet target from the mean returns `R̄_{s,j}` of its
+/// samples (`None`: unreadable, not played) and the no-intervention baseline `b_s`: the
+/// baseline-in-group advantages over the readable samples, 0 for the unreadable ones, and
+/// `q(s)` over the readable ones — `None` when none was readable (the state then takes no part
+/// in the ranking).
+fn score_state(
+    returns: &[Option<f32>],
+    baseline: f32,
+    scaling: StdScaling,
+) -> Result<(Vec<f32>, Option<f32>)> {
+    let readable: Vec<f32> = returns.iter().flatten().copied().collect();
+    if readable.is_empty() {
+        return Ok((vec![0.0; returns.len()], None));
+    }
+    let adv = baseline_in_group_advantages(&readable, baseline, scaling)
+        .map_err(|e| Error::invalid(e.to_string()))?;
+    let q = q_target(&readable, baseline).map_err(|e| Error::invalid(e.to_string()))?;
+    let mut given = adv.advantages.into_iter();
+    let advantages = returns
+        .iter()
+        .map(|r| match r {
+            Some(_) if adv.zero_variance => {
+                given.next();
+                0.0
+            }
+            Some(_) => given.next().expect("one advantage per readable sample"),
+            None => 0.0,
+        })
+        .collect();
+    Ok((advantages, Some(q)))
+}
+
+/// The states RankNet compares this round: every scored bank state (`state → (task, q)`) of a
+/// task among `picked_groups`, whichever round scored it. Returns their bank indices, targets
+/// and tasks.
+fn rank_set(
+    scored: &BTreeMap<usize, (usize, f32)>,
+    picked_groups: &[usize],
+) -> (Vec<usize>, Vec<f32>, Vec<usize>) {
+    let mut states = Vec::new();
+    let mut qs = Vec::new();
+    let mut groups = Vec::new();
+    for (&state, &(group, q)) in scored {
+        if picked_groups.contains(&group) {
+            states.push(state);
+            qs.push(q);
+            groups.push(group);
+        }
+    }
+    (states, qs, groups)
+}
+
+/// The mean of `xs`, 0 when there are none (a round whose samples were all unreadable).
+fn mean_or_zero(xs: impl Iterator<Item = f64>) -> f64 {
+    let (sum, count) = xs.fold((0.0, 0usize), |(s, c), x| (s + x, c + 1));
+    if count == 0 { 0.0 } else { sum / count as f64 }
 }
 
 fn sigmoid(z: f32) -> f32 {
@@ -794,7 +921,7 @@ pub fn filtered_bc_examples(
         let good: Vec<&SlowSample> = r
             .samples
             .iter()
-            .filter(|x| x.readable && x.mean_return > r.baseline)
+            .filter(|x| x.readable && x.mean_return.is_some_and(|m| m > r.baseline))
             .collect();
         let word = answer_word(!good.is_empty(), answers.spaced);
         out.push(encode_pair(
@@ -842,4 +969,46 @@ pub fn executor_examples(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hand-computed: readable R̄ = {1, 0}, b = 0.5 → the group {1, 0, 0.5} has mean 0.5 and
+    /// unbiased std 0.5, so the advantages are ±0.5 / (0.5 + 1e-4); q = (0.5 + 0.5) / 2. The
+    /// unreadable sample in between gets 0 and does not enter the statistics.
+    #[test]
+    fn unreadable_samples_get_no_advantage_and_stay_out_of_the_group() {
+        let (adv, q) = score_state(&[Some(1.0), None, Some(0.0)], 0.5, StdScaling::Group).unwrap();
+        let a = 0.5 / (0.5 + 1e-4);
+        assert!((adv[0] - a).abs() < 1e-6 && adv[1] == 0.0 && (adv[2] + a).abs() < 1e-6);
+        assert_eq!(q, Some(0.5));
+        // Equal returns: no signal.
+        let (adv, q) = score_state(&[Some(0.5), None, Some(0.5)], 0.5, StdScaling::Group).unwrap();
+        assert_eq!((adv, q), (vec![0.0; 3], Some(0.0)));
+        // Nothing readable: no advantage, no q(s).
+        let (adv, q) = score_state(&[None, None], 0.3, StdScaling::Group).unwrap();
+        assert_eq!((adv, q), (vec![0.0; 2], None));
+    }
+
+    /// A state scored in round 1 and another of the same task scored in round 2 form a RankNet
+    /// pair in round 2 (the round's own states alone would give none).
+    #[test]
+    fn ranknet_pairs_states_of_one_task_from_different_rounds() {
+        let mut scored = BTreeMap::new();
+        scored.insert(4, (0, 0.8)); // round 1: task 0
+        scored.insert(9, (1, 0.1)); // round 1: task 1
+        scored.insert(2, (0, 0.2)); // round 2: task 0, the only state picked
+        let (states, qs, groups) = rank_set(&scored, &[0]);
+        assert_eq!((states, groups), (vec![2, 4], vec![0, 0]));
+        let pairs = hier_steer::rank::ranking_pairs(&qs, &[0, 0]).unwrap();
+        assert_eq!(pairs, vec![(1, 0)], "state 4 (q 0.8) above state 2 (q 0.2)");
+        assert!(
+            hier_steer::rank::ranking_pairs(&[0.2], &[0])
+                .unwrap()
+                .is_empty(),
+            "the round's state alone forms no pair"
+        );
+    }
 }

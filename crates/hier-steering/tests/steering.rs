@@ -14,7 +14,7 @@ use hier_steering::search_agent::{
     rollout_search_from,
 };
 use hier_steering::steer_agent::SteerConfig;
-use hier_steering::steer_train::{BankState, StateRecord, SteerTrainConfig, train_steering};
+use hier_steering::steer_train::{BankState, StateRecord, SteerTrainConfig, train_steering_with};
 use hier_train::optim::OptimConfig;
 use hier_train::policy::{Reply, TextPolicy};
 use hier_train::pretrain::TinyModelConfig;
@@ -270,7 +270,23 @@ fn train(dir: &Path, stop_after: Option<usize>) -> Vec<StateRecord> {
         stop_after,
         ..Default::default()
     };
-    train_steering(
+    // The slow path's outputs, scripted from the round's seed (a random model never closes an
+    // `<action>`): every kind, two of them unreadable before a turn.
+    let mut write = |prompts: &[String], seed: u64| -> hier_steering::Result<Vec<String>> {
+        const OUTPUTS: [&str; 5] = [
+            " the executor has enough </think><action>stop</action>",
+            " on track </think><action>pass</action>",
+            " it searches in circles </think><action>guide: search the city first</action>",
+            " off topic </think><action>reject: wrong entity</action>",
+            " it searches </think><action>gui",
+        ];
+        let mut rng = StdRng::seed_from_u64(seed);
+        Ok(prompts
+            .iter()
+            .map(|_| OUTPUTS[rng.random_range(0..OUTPUTS.len())].to_owned())
+            .collect())
+    };
+    train_steering_with(
         lm,
         &tok,
         &mut envs,
@@ -279,6 +295,7 @@ fn train(dir: &Path, stop_after: Option<usize>) -> Vec<StateRecord> {
         &train_config(),
         dir,
         &opts,
+        Some(&mut write),
     )
     .unwrap();
     std::fs::read_to_string(dir.join("samples.jsonl"))
@@ -296,22 +313,34 @@ fn training_uses_baseline_in_group_advantages_and_q_and_resumes_exactly() {
     let cfg = train_config();
     assert_eq!(records.len(), cfg.rounds * cfg.states_per_round);
     let mut signal = 0;
+    let mut unreadable = 0;
     for r in &records {
-        let rbar: Vec<f64> = r.samples.iter().map(|s| s.mean_return).collect();
-        assert_eq!(rbar.len(), cfg.samples);
-        // q(s) = mean_j |R̄_j − b|.
+        assert_eq!(r.samples.len(), cfg.samples);
+        // Unreadable samples were not played and get no advantage.
+        for s in r.samples.iter().filter(|s| !s.readable) {
+            assert_eq!((s.mean_return, s.advantage), (None, 0.0));
+            unreadable += 1;
+        }
+        let rbar: Vec<f64> = r.samples.iter().filter_map(|s| s.mean_return).collect();
+        if rbar.is_empty() {
+            assert_eq!(r.q, None, "no readable sample, no q(s)");
+            continue;
+        }
+        // q(s) = mean_j |R̄_j − b| over the readable samples.
         let q = rbar.iter().map(|x| (x - r.baseline).abs()).sum::<f64>() / rbar.len() as f64;
-        assert!((r.q - q).abs() < 1e-6, "{} vs {q}", r.q);
+        let got = r.q.expect("q(s) of a state with readable samples");
+        assert!((got - q).abs() < 1e-6, "{got} vs {q}");
         // Advantages over {R̄_1..G, b}: unbiased std, ε = 1e-4; zero when all equal.
         let all: Vec<f64> = rbar.iter().copied().chain([r.baseline]).collect();
         let mu = all.iter().sum::<f64>() / all.len() as f64;
         let sd =
             (all.iter().map(|x| (x - mu).powi(2)).sum::<f64>() / (all.len() - 1) as f64).sqrt();
-        for s in &r.samples {
+        for s in r.samples.iter().filter(|s| s.readable) {
+            let m = s.mean_return.expect("a readable sample was played");
             let want = if sd == 0.0 {
                 0.0
             } else {
-                (s.mean_return - mu) / (sd + 1e-4)
+                (m - mu) / (sd + 1e-4)
             };
             assert!(
                 (s.advantage as f64 - want).abs() < 1e-4,
@@ -322,6 +351,7 @@ fn training_uses_baseline_in_group_advantages_and_q_and_resumes_exactly() {
         signal += usize::from(sd > 0.0);
     }
     assert!(signal > 0, "the coin executor gives returns that differ");
+    assert!(unreadable > 0, "some scripted outputs are unreadable");
     // The trained adapter moved away from where it started.
     let init = std::fs::read(a.join("init_adapter/adapter_model.safetensors")).unwrap();
     let done = std::fs::read(a.join("adapter/adapter_model.safetensors")).unwrap();

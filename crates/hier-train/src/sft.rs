@@ -219,22 +219,24 @@ pub fn sft_config(spec: &SftSpec, adapter: &str, seed: u64) -> SftConfig {
     }
 }
 
-/// Per-token log-probabilities of each row's target under `adapter` (no gradient), in
-/// batches of `batch`.
+/// Per-token log-probabilities of each row's target under `adapter` at `temperature`
+/// ([`CausalLm::score_at`]; no gradient), in batches of `batch`.
 pub fn scores_of(
     lm: &CausalLm,
     adapter: hier_backbone::AdapterId,
     rows: &[SftExample],
     batch: usize,
+    temperature: f32,
 ) -> Result<Vec<Vec<f32>>> {
     let mut out = Vec::with_capacity(rows.len());
     for chunk in rows.chunks(batch.max(1)) {
-        let s = lm.score(
+        let s = lm.score_at(
             &score_requests(chunk),
             Forward {
                 adapter: Some(adapter),
                 train: false,
             },
+            temperature,
         )?;
         let [b, c] = s.logprobs.dims();
         let v: Vec<f32> = s
