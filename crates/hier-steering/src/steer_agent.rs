@@ -348,6 +348,17 @@ pub struct SlowOutput {
 pub const NOTHING_TO_REJECT: &str = "reject: nothing to reject before a turn (only a proposed answer or a handoff can be sent back)";
 
 impl SlowOutput {
+    /// As a verifier's verdict on a proposed answer: the answer is sent back with the note
+    /// (`guide:`) or the reason (`reject:`) — the executor carries on instead of answering —
+    /// or accepted (`pass`, `stop`, unreadable).
+    pub fn sends_answer_back(&self) -> Option<String> {
+        match (&self.intervention, &self.reject, &self.parse_error) {
+            (Some(Intervention::Guidance(n)), _, _) => Some(n.clone()),
+            (None, Some(reason), None) => Some(reason.clone()),
+            _ => None,
+        }
+    }
+
     /// The output as read by a host that acts before the executor's turn, where there is no
     /// message to send back: a `reject` is an error there (unreadable: not applied, counted,
     /// no training advantage), never quietly turned into a note.
@@ -436,13 +447,7 @@ impl Supervisor for SteeringAgent<'_> {
             .collect();
         let mut out = Vec::with_capacity(answers.len());
         for o in self.slow(&prompts)? {
-            // The proposed answer is sent back with the note (`guide:`) or the reason
-            // (`reject:`): the executor carries on instead of answering.
-            let note = match (&o.intervention, &o.reject) {
-                (Some(Intervention::Guidance(n)), _) => Some(n.clone()),
-                (None, Some(reason)) if o.parse_error.is_none() => Some(reason.clone()),
-                _ => None,
-            };
+            let note = o.sends_answer_back();
             self.log.push(SteerRecord::forced(
                 o,
                 note.clone().map(Intervention::Guidance),
@@ -563,7 +568,12 @@ mod tests {
             (&reject.intervention, &reject.reject, &reject.parse_error),
             (&None, &Some("wrong entity".into()), &None)
         );
+        // A verifier executes it: the answer goes back with the reason.
+        assert_eq!(reject.sends_answer_back().as_deref(), Some("wrong entity"));
+        let pass = read_slow_path(" fine </think><action>pass</action>");
+        assert_eq!(pass.sends_answer_back(), None);
         let before = reject.before_a_turn();
+        assert_eq!(before.sends_answer_back(), None, "an error is not executed");
         assert_eq!(before.parse_error.as_deref(), Some(NOTHING_TO_REJECT));
         assert_eq!(before.intervention, None);
         let cut = read_slow_path(" the last turn repeats </think><action>guide: sea");
