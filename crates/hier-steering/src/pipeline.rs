@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use hier_backbone::burn::module::Module;
 use hier_backbone::burn::tensor::Device;
-use hier_backbone::{CausalLm, Tokenizer};
+use hier_backbone::{CausalLm, PrefillStats, Tokenizer};
 use hier_envs::qa::corpus::Document;
 use hier_envs::qa::env::{Call, QaEnv, parse_call};
 use hier_envs::{Env, Split, Task};
@@ -422,7 +422,8 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
             let name = format!("eval-{method}-{}{tau_tag}", executor.name);
             let dir = st.run(&name, key, |dir| -> Result<()> {
                 let player = ready(player, executor, &cfg.device)?;
-                let (results, slow_path_runs) = evaluate(
+                let started = std::time::Instant::now();
+                let (results, slow_path_runs, prefill) = evaluate(
                     &lm,
                     &tok,
                     &data,
@@ -440,6 +441,8 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
                     results,
                     slow_path_runs,
                 };
+                let seconds = started.elapsed().as_secs_f64();
+                write_prefill_report(dir, cfg.prefix_cache_mib, prefill, seconds)?;
                 Ok(write_json(&dir.join("evaluation.json"), &e)?)
             })?;
             evaluations.push(read_json(&dir.join("evaluation.json"))?);
@@ -456,7 +459,8 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     crate::report::write_all(&cfg.out, p, &run, st.records())
 }
 
-/// Plays `tasks` once per evaluation seed with `method` steering `executor`.
+/// Plays `tasks` once per evaluation seed with `method` steering `executor`; returns the
+/// results, the slow path's runs and what the executor's prompts cost.
 #[allow(clippy::too_many_arguments)]
 fn evaluate(
     lm: &CausalLm,
@@ -468,7 +472,7 @@ fn evaluate(
     executor: &Player<'_>,
     tau: Option<f64>,
     cache_mib: usize,
-) -> Result<(Vec<QaResult>, usize)> {
+) -> Result<(Vec<QaResult>, usize, PrefillStats)> {
     let lm = lm.valid();
     let env = &data.eval_env;
     let steer_adapter = method.adapter();
@@ -480,6 +484,7 @@ fn evaluate(
     let mut envs = forks(env, p.eval.parallel);
     let mut out = Vec::new();
     let mut slow_runs = 0;
+    let mut prefill = PrefillStats::default();
     for &seed in &p.eval.seeds {
         for (c, chunk) in tasks.chunks(p.eval.parallel).enumerate() {
             let s = seed.wrapping_mul(1_000_003).wrapping_add(c as u64);
@@ -500,6 +505,7 @@ fn evaluate(
                     eps
                 }
             };
+            prefill.add(policy.prefill_stats());
             for (task, ep) in chunk.iter().zip(episodes) {
                 let q = env.task(task)?;
                 let answer = ep
@@ -526,7 +532,7 @@ fn evaluate(
             }
         }
     }
-    Ok((out, slow_runs))
+    Ok((out, slow_runs, prefill))
 }
 
 #[cfg(test)]

@@ -61,6 +61,22 @@ fn the_smoke_profile_runs_every_stage_writes_its_outputs_and_resumes() {
     ] {
         assert!(stages.contains(&s), "{s}: {stages:?}");
     }
+    // Every evaluation and the training stage say what the executor's prompts cost.
+    for s in report
+        .stages
+        .iter()
+        .filter(|s| s.name.starts_with("eval-") || s.name == "steer-rl")
+    {
+        let cost: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(a.join(&s.dir).join("prefill.json")).unwrap(),
+        )
+        .unwrap();
+        let (prompt, prefilled) = (
+            cost["prompt_tokens"].as_u64().unwrap(),
+            cost["prefilled_tokens"].as_u64().unwrap(),
+        );
+        assert!(prompt > 0 && prefilled <= prompt, "{}: {cost}", s.name);
+    }
     let md = std::fs::read_to_string(a.join("steering.md")).unwrap();
     assert!(md.contains("+6.66") && md.contains("τ sweep") && md.contains("Transfer"));
     assert_eq!(
