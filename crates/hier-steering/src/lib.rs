@@ -22,6 +22,7 @@ pub mod profile;
 pub mod report;
 pub mod results;
 pub mod search_agent;
+pub mod sft_examples;
 pub mod steer_agent;
 pub mod steer_train;
 

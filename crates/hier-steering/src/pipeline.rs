@@ -24,10 +24,12 @@ pub use crate::profile::{
 };
 pub use crate::results::{Evaluation, QaResult, SteeringRun};
 use crate::search_agent::{CALL_TAGS, SearchDemo, demonstrations, rollout_search};
+use crate::sft_examples::{
+    demo_states, executor_examples, filtered_bc_examples, format_examples, format_pairs,
+};
 use crate::steer_agent::{Schedule, SteerConfig, SteeringAgent};
 use crate::steer_train::{
-    BankState, ExecutorSampling, StateRecord, collect_states, demo_states, executor_examples,
-    filtered_bc_examples, format_examples, format_pairs, train_steering,
+    BankState, ExecutorSampling, StateRecord, collect_states, train_steering,
 };
 use hier_train::SharedErrors as _;
 use hier_train::eval::spread;

@@ -61,9 +61,9 @@ pub struct Row {
     pub gain_per_intervention: Option<f64>,
 }
 
+/// The mean, NaN (printed as such) when there is nothing to average.
 fn mean(xs: impl Iterator<Item = f64>) -> f64 {
-    let (s, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
-    if n == 0 { f64::NAN } else { s / n as f64 }
+    hier_train::metrics::mean(xs).unwrap_or(f64::NAN)
 }
 
 /// Summarises one evaluation.

@@ -20,9 +20,10 @@
 //! 6. One optimiser step per epoch on `L_GRPO + w·L_rank`.
 //!
 //! The trained adapter starts as an exact copy of `reference` (the format-only "zero-shot"
-//! adapter: [`format_examples`]). Resumable per round: the checkpoint holds the adapter, the
+//! adapter: [`crate::sft_examples::format_examples`]). Resumable per round: the checkpoint holds the adapter, the
 //! optimiser, the bank's priorities and the round count; every round's samples go to
-//! `samples.jsonl` (what filtered behaviour cloning learns from: [`filtered_bc_examples`]).
+//! `samples.jsonl` (what filtered behaviour cloning learns from:
+//! [`crate::sft_examples::filtered_bc_examples`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -37,17 +38,18 @@ use hier_steer::grpo::{
     LossNormalisation, PpoConfig, StdScaling, baseline_in_group_advantages, ppo_clip_loss,
 };
 use hier_steer::rank::{q_target, ranknet_loss};
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::search_agent::{Intervention, SearchStart, SearchState, rollout_search_from};
 use crate::steer_agent::{
-    AnswerTokens, SlowOutput, SteerConfig, answer_word, encode_prompt, fast_prompt, log_odds,
-    observation, plan_prompt, read_slow_path, sample_slow, slow_prompt, verify_prompt,
+    AnswerTokens, SlowOutput, SteerConfig, encode_prompt, fast_prompt, log_odds, observation,
+    read_slow_path, sample_slow, slow_prompt,
 };
 use hier_train::SharedErrors as _;
+use hier_train::metrics::mean;
 use hier_train::optim::OptimConfig;
 use hier_train::policy::{BackbonePolicy, TextPolicy};
 use hier_train::prompt::encode_pair;
@@ -691,15 +693,16 @@ pub fn train_steering_with(
             round: round + 1,
             states: records.len(),
             mean_baseline: records.iter().map(|r| r.baseline).sum::<f64>() / states,
-            mean_return: mean_or_zero(all.iter().filter_map(|s| s.mean_return)),
-            mean_best_gain: mean_or_zero(records.iter().filter_map(|r| {
+            mean_return: mean(all.iter().filter_map(|s| s.mean_return)).unwrap_or(0.0),
+            mean_best_gain: mean(records.iter().filter_map(|r| {
                 r.samples
                     .iter()
                     .filter_map(|s| s.mean_return)
                     .reduce(f64::max)
                     .map(|best| best - r.baseline)
-            })),
-            mean_q: mean_or_zero(records.iter().filter_map(|r| r.q)),
+            }))
+            .unwrap_or(0.0),
+            mean_q: mean(records.iter().filter_map(|r| r.q)).unwrap_or(0.0),
             stop: share(&|s| s.intervention == Some(Intervention::StopAndAnswer)),
             guide: share(&|s| matches!(s.intervention, Some(Intervention::Guidance(_)))),
             pass: share(&|s| s.readable && s.intervention.is_none()),
@@ -747,14 +750,11 @@ fn score_state(
     let adv = baseline_in_group_advantages(&readable, baseline, scaling)
         .map_err(|e| Error::invalid(e.to_string()))?;
     let q = q_target(&readable, baseline).map_err(|e| Error::invalid(e.to_string()))?;
+    // (A group without variance already has all-zero advantages.)
     let mut given = adv.advantages.into_iter();
     let advantages = returns
         .iter()
         .map(|r| match r {
-            Some(_) if adv.zero_variance => {
-                given.next();
-                0.0
-            }
             Some(_) => given.next().expect("one advantage per readable sample"),
             None => 0.0,
         })
@@ -782,12 +782,6 @@ fn rank_set(
     (states, qs, groups)
 }
 
-/// The mean of `xs`, 0 when there are none (a round whose samples were all unreadable).
-fn mean_or_zero(xs: impl Iterator<Item = f64>) -> f64 {
-    let (sum, count) = xs.fold((0.0, 0usize), |(s, c), x| (s + x, c + 1));
-    if count == 0 { 0.0 } else { sum / count as f64 }
-}
-
 fn sigmoid(z: f32) -> f32 {
     // σ(z) = e^{min(z,0)} / (1 + e^{−|z|}): finite for any z.
     z.min(0.0).exp() / (1.0 + (-z.abs()).exp())
@@ -811,164 +805,6 @@ fn read_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
                 .map_err(|e| Error::checkpoint(path.to_owned(), format!("line {}: {e}", k + 1)))
         })
         .collect()
-}
-
-/// Notes the format-only agent writes: generic (it knows the protocol, not the task) and
-/// short, with reasoning of a few words, so that a tiny backbone learns the protocol in a few
-/// hundred steps.
-const FORMAT_NOTES: [&str; 4] = [
-    "answer now",
-    "search the next name",
-    "do not search again",
-    "check the last result",
-];
-
-/// The "zero-shot" steering agent's data: the protocol with decisions drawn at random. At
-/// every bank state: a fast-path answer (`yes`/`no`, even odds), a slow-path output
-/// (`pass`/`stop`/`guide: note`, a third each, with a generic note), a plan at first states and
-/// a verdict where the executor's next turn is an answer. An instruct model knows such a
-/// protocol from its instructions; the tiny backbone learns it here, and nothing here says
-/// *when* to intervene — that is what training adds.
-pub fn format_examples(
-    tok: &Tokenizer,
-    states: &[BankState],
-    cfg: &SteerConfig,
-    max_len: usize,
-    seed: u64,
-) -> Result<Vec<SftExample>> {
-    let answers = AnswerTokens::of(tok)?;
-    format_pairs(states, cfg, answers.spaced, seed)
-        .into_iter()
-        .enumerate()
-        .map(|(k, (p, t))| {
-            encode_pair(
-                tok,
-                &p,
-                &t,
-                max_len,
-                &format!("steering format example {k}"),
-            )
-            .map_err(Error::from)
-        })
-        .collect()
-}
-
-/// [`format_examples`] as text `(prompt, target)` pairs; `spaced` as in [`AnswerTokens`]
-/// (the text is the same either way: `Answer: yes`).
-pub fn format_pairs(
-    states: &[BankState],
-    cfg: &SteerConfig,
-    spaced: bool,
-    seed: u64,
-) -> Vec<(String, String)> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut out = Vec::new();
-    for s in states {
-        let o = s.observation(cfg);
-        let word = answer_word(rng.random_bool(0.5), spaced);
-        out.push((fast_prompt(&o, spaced), word.to_owned()));
-        let note = FORMAT_NOTES[rng.random_range(0..FORMAT_NOTES.len())];
-        let action = match rng.random_range(0..3) {
-            0 => "pass".to_owned(),
-            1 => "stop".to_owned(),
-            _ => format!("guide: {note}"),
-        };
-        let reply = format!(" the last turn </think><action>{action}</action>");
-        out.push((slow_prompt(&o), reply));
-        if s.turns.is_empty() {
-            let plan = format!(" a plan </think><action>guide: {note}</action>");
-            out.push((plan_prompt(&o), plan));
-        }
-        if matches!(
-            hier_envs::qa::env::parse_call(&s.next),
-            Some(hier_envs::qa::env::Call::Answer(_))
-        ) {
-            let verdict = if rng.random_bool(0.5) {
-                "pass".to_owned()
-            } else {
-                format!("guide: {note}")
-            };
-            let reply = format!(" the answer </think><action>{verdict}</action>");
-            out.push((verify_prompt(&o, &s.next), reply));
-        }
-    }
-    out
-}
-
-/// The bank states of a demonstration: the state before each of its turns.
-pub fn demo_states(demo: &crate::search_agent::SearchDemo, group: usize) -> Vec<BankState> {
-    BankState::before_each_turn(&demo.task, group, &demo.question, &demo.turns)
-}
-
-/// Filtered behaviour cloning's data from a training run's `samples.jsonl` records: every
-/// slow-path output that beat leaving the state alone (`R̄_{s,j} > b_s`), and fast-path labels
-/// (`yes` where some output beat `b_s`, else `no`).
-pub fn filtered_bc_examples(
-    tok: &Tokenizer,
-    states: &[BankState],
-    records: &[StateRecord],
-    cfg: &SteerConfig,
-    max_len: usize,
-) -> Result<Vec<SftExample>> {
-    let answers = AnswerTokens::of(tok)?;
-    let mut out = Vec::new();
-    for (k, r) in records.iter().enumerate() {
-        let s = states.get(r.state).ok_or_else(|| {
-            Error::invalid(format!("samples record {k}: no bank state {}", r.state))
-        })?;
-        let o = s.observation(cfg);
-        let what = format!("filtered BC record {k}");
-        let good: Vec<&SlowSample> = r
-            .samples
-            .iter()
-            .filter(|x| x.readable && x.mean_return.is_some_and(|m| m > r.baseline))
-            .collect();
-        let word = answer_word(!good.is_empty(), answers.spaced);
-        out.push(encode_pair(
-            tok,
-            &fast_prompt(&o, answers.spaced),
-            word,
-            max_len,
-            &what,
-        )?);
-        for x in good {
-            out.push(encode_pair(
-                tok,
-                &slow_prompt(&o),
-                &x.generated,
-                max_len,
-                &what,
-            )?);
-        }
-    }
-    Ok(out)
-}
-
-/// The executor's SFT data from demonstrations: every turn, plus answer-now pairs
-/// ([`crate::search_agent::SearchDemo::answer_now_pairs`]).
-pub fn executor_examples(
-    tok: &Tokenizer,
-    demos: &[crate::search_agent::SearchDemo],
-    max_len: usize,
-) -> Result<Vec<SftExample>> {
-    let mut out = Vec::new();
-    for (d, demo) in demos.iter().enumerate() {
-        for (k, (p, t)) in demo
-            .pairs()
-            .into_iter()
-            .chain(demo.answer_now_pairs())
-            .enumerate()
-        {
-            out.push(encode_pair(
-                tok,
-                &p,
-                &t,
-                max_len,
-                &format!("search demo {d} pair {k}"),
-            )?);
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

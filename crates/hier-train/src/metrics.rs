@@ -11,6 +11,14 @@ const T975: [f64; 30] = [
     2.052, 2.048, 2.045, 2.042,
 ];
 
+/// The mean of `values`; `None` when there are none.
+pub fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let (sum, n) = values
+        .into_iter()
+        .fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    (n > 0).then(|| sum / n as f64)
+}
+
 /// Mean and 95 % confidence half-width of per-seed values: `t₀.₉₇₅(n−1) · s / √n` with the
 /// sample standard deviation `s` (the normal 1.96 beyond 30 degrees of freedom). One value
 /// has no interval (`None`).
@@ -104,6 +112,12 @@ pub fn token_efficiency(success: f64, tokens: f64, ref_success: f64, ref_tokens:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mean_of_nothing_is_none() {
+        assert_eq!(mean([1.0, 2.0, 6.0]), Some(3.0));
+        assert_eq!(mean(std::iter::empty()), None);
+    }
 
     #[test]
     fn intervals_by_hand() {
