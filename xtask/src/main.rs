@@ -28,7 +28,7 @@ struct Cli {
 enum Cmd {
     /// Reproduce a paper's results end to end.
     Reproduce {
-        /// `table1` (Multi²) or `steering`.
+        /// `table1` (Multi²), `steering`, or `steering-mas` (steering the five-role pipeline).
         what: String,
         /// Profile: `smoke` (CI-sized), `small` (default; a real small-scale comparison on
         /// CPU), `paper` (GPU, HF checkpoints; for steering the paper's wiki-18 setting, and
@@ -213,6 +213,17 @@ fn reproduce_steering(profile: &str, model: Option<PathBuf>, launch: &Launch) ->
     run_reproduce("steering", &p.name, launch, |cfg| run(&p, cfg))
 }
 
+fn reproduce_steering_mas(profile: &str, model: Option<PathBuf>, launch: &Launch) -> Result<()> {
+    use hier_steering::mas_pipeline::{MasProfile, run};
+    use hier_train::stages::BackboneSpec;
+    let mut p = MasProfile::from_file(&profile_file("steering-mas", profile))?;
+    if let Some(m) = model {
+        p.backbone = BackboneSpec::Hf { path: m };
+    }
+    check_backbone(&p.backbone, &p.name)?;
+    run_reproduce("steering-mas", &p.name, launch, |cfg| run(&p, cfg))
+}
+
 /// `configs/<what>/<profile>.toml`, or `profile` itself when it is a TOML path.
 fn profile_file(what: &str, profile: &str) -> PathBuf {
     if profile.ends_with(".toml") {
@@ -305,7 +316,15 @@ fn main() -> Result<()> {
                     }
                     reproduce_steering(&profile, model, &launch)
                 }
-                other => bail!("unknown target `{other}`: expected table1 or steering"),
+                "steering-mas" => {
+                    if envs.is_some() || methods.is_some() {
+                        bail!("--envs and --methods apply to table1; steering-mas runs every row");
+                    }
+                    reproduce_steering_mas(&profile, model, &launch)
+                }
+                other => {
+                    bail!("unknown target `{other}`: expected table1, steering or steering-mas")
+                }
             }
         }
         Cmd::Setup => env_cmd::setup(),

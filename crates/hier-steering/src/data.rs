@@ -18,7 +18,8 @@ use hier_envs::qa::world::World;
 use hier_envs::{Env, Split, Task};
 
 use crate::error::{Error, Result};
-use crate::profile::{QaFiles, SteeringProfile};
+use crate::profile::{QaFiles, QaSpec};
+use hier_envs::qa::world::WorldConfig;
 use hier_train::SharedErrors as _;
 use hier_train::eval::spread;
 
@@ -64,14 +65,19 @@ fn questions(path: &Path) -> Result<Vec<QaTask>> {
 }
 
 impl QaData {
-    /// Loads the data of a checked profile; `need_text`: the corpus's passages are wanted (a
-    /// tiny backbone pre-trains on them).
-    pub fn load(p: &SteeringProfile, need_text: bool) -> Result<Self> {
+    /// Loads the data of a checked profile (its `[world]` or `[files]`, and `[qa]`);
+    /// `need_text`: the corpus's passages are wanted (a tiny backbone pre-trains on them).
+    pub fn load(
+        world: Option<&WorldConfig>,
+        files: Option<&QaFiles>,
+        qa: &QaSpec,
+        need_text: bool,
+    ) -> Result<Self> {
         let config = QaEnvConfig {
-            topk: p.qa.topk,
-            max_turns: p.qa.train_max_turns,
+            topk: qa.topk,
+            max_turns: qa.train_max_turns,
         };
-        let mut data = match (&p.world, &p.files) {
+        let mut data = match (world, files) {
             (Some(w), None) => {
                 let world = World::generate(w)?;
                 let train_env = QaEnv::synthetic(&world, config)?;
@@ -92,7 +98,7 @@ impl QaData {
                 ));
             }
         };
-        data.eval_env.config.max_turns = p.qa.eval_max_turns;
+        data.eval_env.config.max_turns = qa.eval_max_turns;
         Ok(data)
     }
 

@@ -17,6 +17,9 @@
 
 pub mod data;
 pub mod error;
+pub mod mas;
+pub mod mas_pipeline;
+pub mod mas_report;
 pub mod pipeline;
 pub mod profile;
 pub mod report;

@@ -182,7 +182,7 @@ pub fn run(profile: &SteeringProfile, cfg: &RunConfig) -> Result<Report> {
 
 fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()> {
     let started = Instant::now();
-    let data = QaData::load(p, p.pretrains())?;
+    let data = QaData::load(p.world.as_ref(), p.files.as_ref(), &p.qa, p.pretrains())?;
     let train_env = &data.train_env;
     let train_tasks = train_env.tasks(Split::Train)?;
 

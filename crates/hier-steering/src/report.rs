@@ -429,19 +429,27 @@ pub fn write_all(
     draw(out, p, &rows)
 }
 
-fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
+/// `<out>/figures`, created — or `None` when no font can be found: then `NO_FONT.txt` there
+/// says why and that the tables (`<what>.md/json/csv`) are complete, and no figure pretends
+/// to be there.
+pub(crate) fn figures_dir(out: &Path, what: &str) -> Result<Option<std::path::PathBuf>> {
     let dir = out.join("figures");
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     if let Err(why) = ensure_font() {
         tracing::warn!("figures not drawn: {why}");
         let text = format!(
-            "Figures were not drawn: {why}.\nThe tables (steering.md/json/csv) are complete.\n"
+            "Figures were not drawn: {why}.\nThe tables ({what}.md/json/csv) are complete.\n"
         );
-        return Ok(hier_backbone::write_atomic(
-            &dir.join("NO_FONT.txt"),
-            text.as_bytes(),
-        )?);
+        hier_backbone::write_atomic(&dir.join("NO_FONT.txt"), text.as_bytes())?;
+        return Ok(None);
     }
+    Ok(Some(dir))
+}
+
+fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
+    let Some(dir) = figures_dir(out, "steering")? else {
+        return Ok(());
+    };
     let e = |e: Box<dyn std::error::Error>| Error::figure(e.to_string());
     let main = main_rows(rows, p);
     // F1 overall and by hops (or by test set).

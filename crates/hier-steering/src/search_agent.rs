@@ -46,9 +46,25 @@ pub fn executor_prompt(
     guidance: &[String],
     answer_now: bool,
 ) -> String {
+    let notes: Vec<String> = guidance
+        .iter()
+        .map(|g| format!("Note from a supervisor: {g}"))
+        .collect();
+    search_prompt(question, &notes, turns, answer_now)
+}
+
+/// The search protocol's prompt with `context` lines (notes, a plan) between the question and
+/// the turns.
+pub fn search_prompt(
+    question: &str,
+    context: &[String],
+    turns: &[(String, String)],
+    answer_now: bool,
+) -> String {
     let mut p = format!("{INSTRUCTION}\nQuestion: {}\n", question.trim());
-    for g in guidance {
-        p.push_str(&format!("Note from a supervisor: {g}\n"));
+    for line in context {
+        p.push_str(line);
+        p.push('\n');
     }
     for (turn, obs) in turns {
         p.push_str(turn);
@@ -403,35 +419,7 @@ pub fn rollout_search_from(
     let mut live: Vec<Live> = Vec::new();
     for (env, start) in envs.iter_mut().zip(starts) {
         let task = &start.task;
-        let r = env
-            .reset(task)
-            .map_err(|e| hier_train::Error::env(format!("reset {task}"), e))?;
-        let mut done = false;
-        for (k, (turn, obs)) in start.turns.iter().enumerate() {
-            if done {
-                return Err(Error::invalid(format!(
-                    "{task}: the start goes on after its episode ended"
-                )));
-            }
-            if obs.starts_with("<information>A supervisor rejected") {
-                continue;
-            }
-            let s = env
-                .step(turn)
-                .map_err(|e| hier_train::Error::env(format!("{task}: replaying turn {k}"), e))?;
-            if &s.observation != obs {
-                return Err(Error::invalid(format!(
-                    "{task}: replaying turn {k} gave another observation (is the retriever \
-                     deterministic?)"
-                )));
-            }
-            done = s.done;
-        }
-        if done {
-            return Err(Error::invalid(format!(
-                "{task}: the start is a finished episode"
-            )));
-        }
+        let r = replay(env.as_mut(), task, &start.turns)?;
         live.push(Live {
             ep: SearchEpisode {
                 trace: Trace::start(env.name(), task, r, origin),
@@ -572,6 +560,47 @@ pub fn rollout_search_from(
         }
     }
     Ok(live.into_iter().map(|l| l.ep).collect())
+}
+
+/// Resets `env` to `task` and replays `turns` (rejected answers, which the environment never
+/// saw, are skipped), checking that every observation comes back the same: a retriever that
+/// answers differently the second time is an error, not a silent change of state. A start
+/// that ends the episode is an error too.
+pub fn replay(
+    env: &mut dyn Env,
+    task: &Task,
+    turns: &[(String, String)],
+) -> Result<hier_envs::Reset> {
+    let r = env
+        .reset(task)
+        .map_err(|e| hier_train::Error::env(format!("reset {task}"), e))?;
+    let mut done = false;
+    for (k, (turn, obs)) in turns.iter().enumerate() {
+        if done {
+            return Err(Error::invalid(format!(
+                "{task}: the start goes on after its episode ended"
+            )));
+        }
+        if obs.starts_with("<information>A supervisor rejected") {
+            continue;
+        }
+        let s = env
+            .step(turn)
+            .map_err(|e| hier_train::Error::env(format!("{task}: replaying turn {k}"), e))?;
+        if &s.observation != obs {
+            return Err(Error::invalid(format!(
+                "{task}: replaying turn {k} gave another observation (is the retriever \
+                 deterministic?)"
+            )));
+        }
+        done = s.done;
+    }
+    if done {
+        return Err(Error::invalid(format!(
+            "{task}: the start is a finished episode"
+        )));
+    }
+    Ok(r)
 }
 
 fn state_of<'a>(ep: &'a SearchEpisode, guidance: &'a [String]) -> SearchState<'a> {

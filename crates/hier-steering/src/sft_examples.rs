@@ -172,3 +172,64 @@ pub fn executor_examples(
     }
     Ok(out)
 }
+
+/// Notes and reasons the format-only agent writes at handoffs: generic, as in
+/// [`FORMAT_NOTES`].
+const HANDOFF_NOTES: [&str; 4] = [
+    "keep to the question",
+    "name the entity asked for",
+    "the answer is in the findings",
+    "search the missing fact",
+];
+
+/// The "zero-shot" steering agent's data at pipeline handoffs
+/// ([`crate::mas::HANDOFF_PROTOCOL`]): at every observation a fast-path answer (`yes`/`no`,
+/// even odds) and a slow-path output (`pass`, `guide: note`, `reject: reason`, a third each),
+/// plus the forced protocol's output (`guide:` or `reject:`, even odds). It teaches the
+/// protocol, not when to intervene.
+pub fn handoff_format_pairs(
+    observations: &[String],
+    spaced: bool,
+    seed: u64,
+) -> Vec<(String, String)> {
+    use crate::mas::{FORCED_PROTOCOL, HANDOFF_PROTOCOL};
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut out = Vec::new();
+    for o in observations {
+        let word = answer_word(rng.random_bool(0.5), spaced);
+        out.push((HANDOFF_PROTOCOL.fast_prompt(o, spaced), word.to_owned()));
+        let note = HANDOFF_NOTES[rng.random_range(0..HANDOFF_NOTES.len())];
+        let action = match rng.random_range(0..3) {
+            0 => "pass".to_owned(),
+            1 => format!("guide: {note}"),
+            _ => format!("reject: {note}"),
+        };
+        let reply = format!(" the message </think><action>{action}</action>");
+        out.push((HANDOFF_PROTOCOL.slow_prompt(o), reply));
+        let forced = match rng.random_bool(0.5) {
+            true => format!("guide: {note}"),
+            false => format!("reject: {note}"),
+        };
+        let reply = format!(" the message </think><action>{forced}</action>");
+        out.push((FORCED_PROTOCOL.slow_prompt(o), reply));
+    }
+    out
+}
+
+/// [`handoff_format_pairs`] encoded for SFT.
+pub fn handoff_format_examples(
+    tok: &Tokenizer,
+    observations: &[String],
+    max_len: usize,
+    seed: u64,
+) -> Result<Vec<SftExample>> {
+    let answers = AnswerTokens::of(tok)?;
+    handoff_format_pairs(observations, answers.spaced, seed)
+        .into_iter()
+        .enumerate()
+        .map(|(k, (p, t))| {
+            encode_pair(tok, &p, &t, max_len, &format!("handoff format example {k}"))
+                .map_err(Error::from)
+        })
+        .collect()
+}

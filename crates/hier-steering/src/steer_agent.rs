@@ -25,6 +25,37 @@ pub const SLOW_INSTRUCTION: &str = "Decide how to steer the executor. Reply with
 <think> your reasoning </think> then <action>pass</action>, <action>stop</action> (it has \
 enough to answer: answer now) or <action>guide: a short note</action>.\n";
 
+/// The steering agent's two texts in one host: the fast path's yes/no question and the slow
+/// path's instruction, which names the actions the host can execute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Protocol {
+    pub fast_question: &'static str,
+    pub slow_instruction: &'static str,
+}
+
+/// Steering the search executor before its turns: `pass`, `stop` or `guide:`.
+pub const SEARCH_PROTOCOL: Protocol = Protocol {
+    fast_question: FAST_QUESTION,
+    slow_instruction: SLOW_INSTRUCTION,
+};
+
+impl Protocol {
+    /// The fast path's prompt for an observation; `spaced` when the answer tokens are read
+    /// after a space (see [`AnswerTokens`]).
+    pub fn fast_prompt(&self, observation: &str, spaced: bool) -> String {
+        format!(
+            "{observation}{}{}",
+            self.fast_question,
+            if spaced { " " } else { "" }
+        )
+    }
+
+    /// The slow path's prompt for an observation.
+    pub fn slow_prompt(&self, observation: &str) -> String {
+        format!("{observation}{}<think>", self.slow_instruction)
+    }
+}
+
 /// The planning supervisor's instruction (a comparison of METHODS.md B: the same backbone,
 /// asked once for a plan before the executor starts).
 pub const PLAN_INSTRUCTION: &str = "Before the executor starts, write it a plan. Reply with \
@@ -55,6 +86,8 @@ pub enum Schedule {
     PlanFirst,
     /// A verification supervisor: at every proposed answer; `guide: note` rejects it.
     Verify,
+    /// Forced intervention: the slow path at every state, without the gate.
+    Every,
 }
 
 /// Settings of the steering agent at deployment.
@@ -100,18 +133,14 @@ pub fn observation(state: &SearchState<'_>, history: usize, info_chars: usize) -
     o
 }
 
-/// The fast path's prompt for an observation; `spaced` when the answer tokens are read after
-/// a space (see [`AnswerTokens`]).
+/// The search host's fast-path prompt ([`SEARCH_PROTOCOL`]).
 pub fn fast_prompt(observation: &str, spaced: bool) -> String {
-    format!(
-        "{observation}{FAST_QUESTION}{}",
-        if spaced { " " } else { "" }
-    )
+    SEARCH_PROTOCOL.fast_prompt(observation, spaced)
 }
 
-/// The slow path's prompt for an observation.
+/// The search host's slow-path prompt ([`SEARCH_PROTOCOL`]).
 pub fn slow_prompt(observation: &str) -> String {
-    format!("{observation}{SLOW_INSTRUCTION}<think>")
+    SEARCH_PROTOCOL.slow_prompt(observation)
 }
 
 /// The tokens whose logits the fast path compares. Where ` yes` and ` no` are single, distinct
@@ -212,6 +241,9 @@ pub struct SteerRecord {
     /// unreadable — then nothing is applied).
     pub output: Option<String>,
     pub intervention: Option<Intervention>,
+    /// A rejection the host executed or refused (pipeline handoffs, verification).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reject: Option<String>,
     pub parse_error: Option<String>,
 }
 
@@ -223,6 +255,8 @@ pub struct SteeringAgent<'a> {
     pub config: SteerConfig,
     /// [`Schedule::Gated`] unless set otherwise.
     pub schedule: Schedule,
+    /// [`SEARCH_PROTOCOL`] unless set otherwise.
+    pub protocol: Protocol,
     gate: Gate,
     answers: AnswerTokens,
     calls: u64,
@@ -243,6 +277,7 @@ impl<'a> SteeringAgent<'a> {
             tokenizer,
             adapter,
             schedule: Schedule::Gated,
+            protocol: SEARCH_PROTOCOL,
             gate: Gate::new(config.seed),
             config,
             answers: AnswerTokens::of(tokenizer)?,
@@ -254,6 +289,12 @@ impl<'a> SteeringAgent<'a> {
     /// The same agent run on another schedule (a planning or verification supervisor).
     pub fn with_schedule(mut self, schedule: Schedule) -> Self {
         self.schedule = schedule;
+        self
+    }
+
+    /// The same agent in another host ([`crate::mas::HANDOFF_PROTOCOL`]).
+    pub fn with_protocol(mut self, protocol: Protocol) -> Self {
+        self.protocol = protocol;
         self
     }
 
@@ -347,6 +388,10 @@ pub struct SlowOutput {
 /// Why a rejection before a turn is not applied.
 pub const NOTHING_TO_REJECT: &str = "reject: nothing to reject before a turn (only a proposed answer or a handoff can be sent back)";
 
+/// Why a `stop` at a handoff is not applied.
+pub const NOTHING_TO_STOP: &str =
+    "stop: nothing to stop at a handoff (pass, guide: or reject: the message)";
+
 impl SlowOutput {
     /// As a verifier's verdict on a proposed answer: the answer is sent back with the note
     /// (`guide:`) or the reason (`reject:`) — the executor carries on instead of answering —
@@ -357,6 +402,17 @@ impl SlowOutput {
             (None, Some(reason), None) => Some(reason.clone()),
             _ => None,
         }
+    }
+
+    /// The output as read at a pipeline handoff, where `pass`, `guide:` (a note added to the
+    /// message) and `reject:` (the sender redoes its work) can be executed; `stop` cannot
+    /// (there is no search to stop): an error there (unreadable, counted, no advantage).
+    pub fn at_a_handoff(mut self) -> Self {
+        if self.intervention == Some(Intervention::StopAndAnswer) {
+            self.intervention = None;
+            self.parse_error = Some(NOTHING_TO_STOP.into());
+        }
+        self
     }
 
     /// The output as read by a host that acts before the executor's turn, where there is no
@@ -403,7 +459,7 @@ pub fn read_slow_path(generated: &str) -> SlowOutput {
 impl Supervisor for SteeringAgent<'_> {
     fn decide(&mut self, states: &[SearchState<'_>]) -> Result<Vec<Option<Intervention>>> {
         match self.schedule {
-            Schedule::Gated => self.decide_gated(states),
+            Schedule::Gated | Schedule::Every => self.decide_gated(states),
             Schedule::Verify => Ok(vec![None; states.len()]),
             Schedule::PlanFirst => {
                 let first: Vec<usize> = (0..states.len())
@@ -467,6 +523,7 @@ impl SteerRecord {
             triggered: true,
             output: Some(o.text),
             intervention: applied,
+            reject: o.reject,
             parse_error: o.parse_error,
         }
     }
@@ -483,41 +540,75 @@ impl SteeringAgent<'_> {
             .iter()
             .map(|s| observation(s, history, chars))
             .collect();
-        let prompts = obs
-            .iter()
-            .map(|o| self.encode(&fast_prompt(o, self.answers.spaced)))
-            .collect::<Result<Vec<_>>>()?;
-        let a = self.answers;
-        let z: Vec<f32> = log_odds(self.lm, self.adapter, &prompts, a.yes, a.no, false)?
-            .into_data()
-            .try_to_vec::<f32>()
-            .map_err(|e| Error::invalid(format!("steering: {e:?}")))?;
-        let mut records: Vec<SteerRecord> = Vec::with_capacity(states.len());
-        for &zi in &z {
-            let p = trigger_probability_f64(f64::from(zi), self.config.tau)?;
-            records.push(SteerRecord {
-                z: Some(zi),
-                trigger_probability: p,
-                triggered: self.gate.decide(p),
+        Ok(self
+            .steer(&obs, SlowOutput::before_a_turn)?
+            .into_iter()
+            .map(|o| o.and_then(|o| o.intervention))
+            .collect())
+    }
+
+    /// The agent at each observation: the fast path's gate (or none: [`Schedule::Every`]),
+    /// then the slow path, in one batched call, where it triggered — its output as the host
+    /// reads it (`read`). Every decision goes to the log.
+    pub fn steer(
+        &mut self,
+        observations: &[String],
+        read: fn(SlowOutput) -> SlowOutput,
+    ) -> Result<Vec<Option<SlowOutput>>> {
+        let protocol = self.protocol;
+        let mut records: Vec<SteerRecord> = Vec::with_capacity(observations.len());
+        if self.schedule == Schedule::Every {
+            records.extend(observations.iter().map(|_| SteerRecord {
+                z: None,
+                trigger_probability: 1.0,
+                triggered: true,
                 output: None,
                 intervention: None,
+                reject: None,
                 parse_error: None,
-            });
-        }
-        let slow: Vec<usize> = (0..states.len())
-            .filter(|&i| records[i].triggered)
-            .collect();
-        if !slow.is_empty() {
-            let prompts: Vec<String> = slow.iter().map(|&i| slow_prompt(&obs[i])).collect();
-            for (&i, o) in slow.iter().zip(self.slow(&prompts)?) {
-                let o = o.before_a_turn();
-                let r = &mut records[i];
-                r.intervention = o.intervention;
-                r.parse_error = o.parse_error;
-                r.output = Some(o.text);
+            }));
+        } else {
+            let prompts = observations
+                .iter()
+                .map(|o| self.encode(&protocol.fast_prompt(o, self.answers.spaced)))
+                .collect::<Result<Vec<_>>>()?;
+            let a = self.answers;
+            let z: Vec<f32> = log_odds(self.lm, self.adapter, &prompts, a.yes, a.no, false)?
+                .into_data()
+                .try_to_vec::<f32>()
+                .map_err(|e| Error::invalid(format!("steering: {e:?}")))?;
+            for &zi in &z {
+                let p = trigger_probability_f64(f64::from(zi), self.config.tau)?;
+                records.push(SteerRecord {
+                    z: Some(zi),
+                    trigger_probability: p,
+                    triggered: self.gate.decide(p),
+                    output: None,
+                    intervention: None,
+                    reject: None,
+                    parse_error: None,
+                });
             }
         }
-        let out = records.iter().map(|r| r.intervention.clone()).collect();
+        let slow: Vec<usize> = (0..observations.len())
+            .filter(|&i| records[i].triggered)
+            .collect();
+        let mut out: Vec<Option<SlowOutput>> = vec![None; observations.len()];
+        if !slow.is_empty() {
+            let prompts: Vec<String> = slow
+                .iter()
+                .map(|&i| protocol.slow_prompt(&observations[i]))
+                .collect();
+            for (&i, o) in slow.iter().zip(self.slow(&prompts)?) {
+                let o = read(o);
+                let r = &mut records[i];
+                r.intervention = o.intervention.clone();
+                r.reject = o.reject.clone();
+                r.parse_error = o.parse_error.clone();
+                r.output = Some(o.text.clone());
+                out[i] = Some(o);
+            }
+        }
         self.log.extend(records);
         Ok(out)
     }

@@ -45,8 +45,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::search_agent::{Intervention, SearchStart, SearchState, rollout_search_from};
 use crate::steer_agent::{
-    AnswerTokens, SlowOutput, SteerConfig, encode_prompt, fast_prompt, log_odds, observation,
-    read_slow_path, sample_slow, slow_prompt,
+    AnswerTokens, Protocol, SEARCH_PROTOCOL, SlowOutput, SteerConfig, encode_prompt, log_odds,
+    observation, read_slow_path, sample_slow,
 };
 use hier_train::SharedErrors as _;
 use hier_train::metrics::mean;
@@ -268,6 +268,7 @@ pub fn fast_log_odds(
     lm: &CausalLm,
     tok: &Tokenizer,
     adapter: &str,
+    protocol: &Protocol,
     observations: &[String],
     max_prompt: usize,
     batch: usize,
@@ -278,7 +279,7 @@ pub fn fast_log_odds(
     for chunk in observations.chunks(batch.max(1)) {
         let prompts = chunk
             .iter()
-            .map(|o| encode_prompt(tok, &fast_prompt(o, a.spaced), max_prompt))
+            .map(|o| encode_prompt(tok, &protocol.fast_prompt(o, a.spaced), max_prompt))
             .collect::<Result<Vec<_>>>()?;
         let t = log_odds(lm, Some(id), &prompts, a.yes, a.no, false)?;
         z.extend(
@@ -337,6 +338,95 @@ pub struct RoundPoint {
     pub rank_loss: f64,
 }
 
+/// What steering training steers (border's split: the algorithm below, the host here): a bank
+/// of states, what the steering agent observes at each, and continuations from a state with
+/// a slow-path output applied or with nothing applied.
+pub trait SteeredProcess {
+    /// Where a continuation starts.
+    type Start: Clone;
+
+    /// The fast path's question and the slow path's instruction of this host.
+    fn protocol(&self) -> Protocol;
+
+    /// States in the bank.
+    fn states(&self) -> usize;
+
+    /// `O(g, s)` of bank state `state`.
+    fn observation(&self, state: usize) -> String;
+
+    /// The task `state` belongs to (RankNet pairs states of one task).
+    fn group(&self, state: usize) -> usize;
+
+    /// How far into its episode `state` is (agent turns), for the records.
+    fn turn(&self, state: usize) -> usize;
+
+    /// A slow-path output as this host reads it: what it cannot execute becomes an error.
+    fn read(&self, output: SlowOutput) -> SlowOutput;
+
+    /// The start of a continuation from `state` with `output` applied (`None`: nothing, the
+    /// baseline). Only readable outputs are applied.
+    fn start(&self, state: usize, output: Option<&SlowOutput>) -> Self::Start;
+
+    /// Plays every start to its end with the frozen executor, sampling from `seed`, and
+    /// returns each final score (F1).
+    fn play(&mut self, starts: &[Self::Start], seed: u64) -> Result<Vec<f64>>;
+}
+
+/// The search executor as a [`SteeredProcess`]: states before its turns, continuations
+/// played `parallel` at a time on forks of one environment.
+pub struct SearchProcess<'a> {
+    pub envs: &'a mut [Box<dyn Env>],
+    pub executor: &'a mut dyn TextPolicy,
+    pub states: &'a [BankState],
+    pub steer: SteerConfig,
+    pub parallel: usize,
+}
+
+impl SteeredProcess for SearchProcess<'_> {
+    type Start = SearchStart;
+
+    fn protocol(&self) -> Protocol {
+        SEARCH_PROTOCOL
+    }
+
+    fn states(&self) -> usize {
+        self.states.len()
+    }
+
+    fn observation(&self, state: usize) -> String {
+        self.states[state].observation(&self.steer)
+    }
+
+    fn group(&self, state: usize) -> usize {
+        self.states[state].group
+    }
+
+    fn turn(&self, state: usize) -> usize {
+        self.states[state].turns.len()
+    }
+
+    fn read(&self, output: SlowOutput) -> SlowOutput {
+        // Training states are before a turn: a rejection cannot be executed there.
+        output.before_a_turn()
+    }
+
+    fn start(&self, state: usize, output: Option<&SlowOutput>) -> SearchStart {
+        self.states[state]
+            .start()
+            .with(output.and_then(|o| o.intervention.as_ref()))
+    }
+
+    fn play(&mut self, starts: &[SearchStart], seed: u64) -> Result<Vec<f64>> {
+        self.executor.reseed(seed);
+        let mut returns = Vec::with_capacity(starts.len());
+        for chunk in starts.chunks(self.parallel) {
+            let eps = rollout_search_from(self.envs, chunk, self.executor, None, "steering-train")?;
+            returns.extend(eps.iter().map(|e| e.score));
+        }
+        Ok(returns)
+    }
+}
+
 /// Trains (or resumes) `cfg.adapter` on `bank_states` (from [`collect_states`]); `lm` must
 /// live on an autodiff device and hold `cfg.reference`. The frozen `executor` plays the
 /// continuations (reseeded every round); `envs` are forks of one environment (continuations
@@ -366,7 +456,7 @@ pub type SlowWriter<'a> = &'a mut dyn FnMut(&[String], u64) -> Result<Vec<String
 /// random model never writes.
 #[allow(clippy::too_many_arguments)]
 pub fn train_steering_with(
-    mut lm: CausalLm,
+    lm: CausalLm,
     tok: &Tokenizer,
     envs: &mut [Box<dyn Env>],
     executor: &mut dyn TextPolicy,
@@ -374,12 +464,8 @@ pub fn train_steering_with(
     cfg: &SteerTrainConfig,
     out: &Path,
     opts: &RunOptions,
-    mut slow: Option<SlowWriter<'_>>,
+    slow: Option<SlowWriter<'_>>,
 ) -> Result<(CausalLm, Vec<RoundPoint>)> {
-    cfg.validate()?;
-    if bank_states.is_empty() {
-        return Err(Error::invalid("steering: the state bank is empty".into()));
-    }
     if envs.len() < cfg.parallel {
         return Err(Error::invalid(format!(
             "steering: {} environments for parallel = {}",
@@ -387,6 +473,32 @@ pub fn train_steering_with(
             cfg.parallel
         )));
     }
+    let mut process = SearchProcess {
+        envs,
+        executor,
+        states: bank_states,
+        steer: cfg.steer.clone(),
+        parallel: cfg.parallel,
+    };
+    train_steering_on(lm, tok, &mut process, cfg, out, opts, slow)
+}
+
+/// The training loop over any host ([`SteeredProcess`]): the search executor
+/// ([`SearchProcess`]) or the multi-agent pipeline ([`crate::mas::MasProcess`]).
+pub fn train_steering_on<P: SteeredProcess>(
+    mut lm: CausalLm,
+    tok: &Tokenizer,
+    process: &mut P,
+    cfg: &SteerTrainConfig,
+    out: &Path,
+    opts: &RunOptions,
+    mut slow: Option<SlowWriter<'_>>,
+) -> Result<(CausalLm, Vec<RoundPoint>)> {
+    cfg.validate()?;
+    if process.states() == 0 {
+        return Err(Error::invalid("steering: the state bank is empty".into()));
+    }
+    let protocol = process.protocol();
     let spec = LoopSpec::json(
         format!("steer {}", cfg.adapter),
         "steer_train.json",
@@ -398,10 +510,7 @@ pub fn train_steering_with(
     let mut run: TrainLoop<SteerTrainConfig, Vec<f32>> =
         TrainLoop::open(out, spec, cfg, opts)?.seed_backend_per_step(lm.device(), cfg.seed);
     let reference = lm.adapter_id(&cfg.reference)?;
-    let observations: Vec<String> = bank_states
-        .iter()
-        .map(|s| s.observation(&cfg.steer))
-        .collect();
+    let observations: Vec<String> = (0..process.states()).map(|i| process.observation(i)).collect();
     let mut optim = cfg.optim.adamw();
     // The bank's priorities v = σ(z) under the trained adapter's current fast path.
     let priorities = |lm: &CausalLm| -> Result<Vec<f32>> {
@@ -409,6 +518,7 @@ pub fn train_steering_with(
             &lm.valid(),
             tok,
             &cfg.adapter,
+            &protocol,
             &observations,
             cfg.steer.max_prompt,
             cfg.parallel,
@@ -428,13 +538,13 @@ pub fn train_steering_with(
     for (i, &p) in start_priorities.iter().enumerate() {
         bank.push(i, p).map_err(|e| Error::invalid(e.to_string()))?;
     }
-    if bank.len() != bank_states.len() {
+    if bank.len() != process.states() {
         return Err(Error::checkpoint(
             run.checkpoint_dir().join("state.json"),
             format!(
                 "{} priorities for a bank of {} states",
                 bank.len(),
-                bank_states.len()
+                process.states()
             ),
         ));
     }
@@ -480,7 +590,7 @@ pub fn train_steering_with(
         let g = cfg.samples;
         let slow_prompts: Vec<String> = picked
             .iter()
-            .flat_map(|&i| std::iter::repeat_n(slow_prompt(&observations[i]), g))
+            .flat_map(|&i| std::iter::repeat_n(protocol.slow_prompt(&observations[i]), g))
             .collect();
         let seed = cfg.seed ^ (round as u64).wrapping_mul(1_000_003);
         let outputs = match slow.as_mut() {
@@ -508,32 +618,32 @@ pub fn train_steering_with(
             }
         }
         .into_iter()
-        // Training states are before a turn: a rejection cannot be executed there.
-        .map(SlowOutput::before_a_turn)
+        .map(|o| process.read(o))
         .collect::<Vec<_>>();
         // An unreadable sample is nothing the host can act on: it is not played (no
         // continuations), takes no part in its group's statistics and gets no advantage.
         let readable: Vec<bool> = outputs.iter().map(|o| o.parse_error.is_none()).collect();
         let n = cfg.continuations;
-        let mut starts: Vec<SearchStart> = Vec::new();
+        let mut starts: Vec<P::Start> = Vec::new();
         for (p, &i) in picked.iter().enumerate() {
-            let base = bank_states[i].start();
             for (j, o) in outputs[p * g..(p + 1) * g].iter().enumerate() {
                 if readable[p * g + j] {
-                    for _ in 0..n {
-                        starts.push(base.clone().with(o.intervention.as_ref()));
-                    }
+                    let start = process.start(i, Some(o));
+                    starts.extend(std::iter::repeat_n(start, n));
                 }
             }
-            for _ in 0..n {
-                starts.push(base.clone());
-            }
+            starts.extend(std::iter::repeat_n(process.start(i, None), n));
         }
-        executor.reseed(cfg.seed ^ (round as u64 + 1).wrapping_mul(0x5851_F42D));
-        let mut returns = Vec::with_capacity(starts.len());
-        for chunk in starts.chunks(cfg.parallel) {
-            let eps = rollout_search_from(envs, chunk, executor, None, "steering-train")?;
-            returns.extend(eps.iter().map(|e| e.score));
+        let returns = process.play(
+            &starts,
+            cfg.seed ^ (round as u64 + 1).wrapping_mul(0x5851_F42D),
+        )?;
+        if returns.len() != starts.len() {
+            return Err(Error::invalid(format!(
+                "steering round {round}: {} returns for {} continuations",
+                returns.len(),
+                starts.len()
+            )));
         }
         let mut returns = returns.into_iter();
         let mut records = Vec::with_capacity(picked.len());
@@ -560,7 +670,7 @@ pub fn train_steering_with(
                     slow_rows.push((
                         encode_pair(
                             tok,
-                            &slow_prompt(&observations[i]),
+                            &protocol.slow_prompt(&observations[i]),
                             &generated,
                             cfg.max_len,
                             &what,
@@ -577,13 +687,13 @@ pub fn train_steering_with(
                 });
             }
             if let Some(q) = q {
-                scored.insert(i, (bank_states[i].group, q));
+                scored.insert(i, (process.group(i), q));
             }
             records.push(StateRecord {
                 round: round + 1,
                 state: i,
-                group: bank_states[i].group,
-                turn: bank_states[i].turns.len(),
+                group: process.group(i),
+                turn: process.turn(i),
                 z: logit(bank.priorities()[i]),
                 baseline: b as f64,
                 q: q.map(f64::from),
@@ -592,7 +702,7 @@ pub fn train_steering_with(
         }
         // 4–6. L_GRPO + w·L_rank, `epochs` steps. RankNet compares every scored state of the
         // tasks picked this round, from this round or earlier ones.
-        let picked_groups: Vec<usize> = picked.iter().map(|&i| bank_states[i].group).collect();
+        let picked_groups: Vec<usize> = picked.iter().map(|&i| process.group(i)).collect();
         let (ranked, qs, groups) = rank_set(&scored, &picked_groups);
         let rank_pairs = hier_steer::rank::ranking_pairs(&qs, &groups)
             .map_err(|e| Error::invalid(e.to_string()))?
@@ -602,7 +712,7 @@ pub fn train_steering_with(
             .map(|&i| {
                 encode_prompt(
                     tok,
-                    &fast_prompt(&observations[i], answers.spaced),
+                    &protocol.fast_prompt(&observations[i], answers.spaced),
                     cfg.steer.max_prompt,
                 )
             })
