@@ -394,6 +394,27 @@ impl Tokenizer {
         self.inner.get_vocab_size(true)
     }
 
+    /// The token that ends an assistant turn in the chat template (its `eos_token`, e.g.
+    /// SmolLM2's `<|im_end|>`): where a chat-prompted reply stops. An error without a
+    /// template or an `eos_token` in the vocabulary.
+    pub fn end_of_turn(&self) -> Result<u32> {
+        let eos = self.chat_template.as_ref().and_then(|t| {
+            t.special_tokens
+                .iter()
+                .find(|(k, _)| k == "eos_token")
+                .map(|(_, v)| v.clone())
+        });
+        eos.as_deref()
+            .and_then(|e| self.token_id(e))
+            .ok_or_else(|| BackboneError::Tokenizer {
+                path: self.path.clone(),
+                msg: format!(
+                    "no end-of-turn token: the chat template's eos_token is {eos:?}, and it \
+                     must be one token of the vocabulary"
+                ),
+            })
+    }
+
     /// Renders a conversation with the chat template.
     pub fn apply_chat_template(
         &self,
@@ -548,5 +569,6 @@ mod tests {
             .apply_chat_template(&[Message::new("user", "hi")], true)
             .unwrap();
         assert_eq!(chat, "<|sep|>user\nhi<|eos|><|sep|>assistant\n");
+        assert_eq!(a.end_of_turn().unwrap(), 2);
     }
 }

@@ -45,6 +45,14 @@ fn smollm2_tokens_match_transformers() {
     let chat = tok.apply_chat_template(&messages, true).unwrap();
     assert_eq!(chat, r["chat"].as_str().unwrap());
     assert_eq!(tok.encode(&chat, false).unwrap(), u32s(&r["chat_ids"]));
+    // Every turn of transformers' rendering but the open assistant one ends with
+    // `<|im_end|>`: the token a chat-prompted reply stops at.
+    let eot = tok.end_of_turn().unwrap();
+    let marker = tok.decode(&[eot], false).unwrap();
+    assert_eq!(marker, "<|im_end|>");
+    let turns = chat.matches("<|im_start|>").count();
+    assert!(turns >= 2);
+    assert_eq!(chat.matches(&format!("{marker}\n")).count(), turns - 1);
 }
 
 #[test]

@@ -15,13 +15,14 @@
 //! model per step. A state at a handoff ([`MasState`]) is plain data: an episode resumes from
 //! it, its searcher's turns replayed in the environment.
 
+use hier_backbone::Tokenizer;
 use hier_envs::qa::env::{Call, QaEnv, parse_call};
 use hier_envs::{Env, Task, step_all};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::search_agent::Intervention;
-use crate::search_agent::{complete_call, replay, search_prompt};
+use crate::search_agent::{CALL_TAGS, complete_call, replay};
 use crate::steer_agent::{Protocol, SlowOutput, SteeringAgent};
 use crate::steer_train::SteeredProcess;
 use hier_train::SharedErrors as _;
@@ -47,6 +48,49 @@ pub const FORCED_PROTOCOL: Protocol = Protocol {
 </think> then <action>guide: a short note</action> (added to the message) or <action>reject: \
 the reason</action> (the sender redoes its work).\n",
 };
+
+/// The searcher's worked example (our own invented question and pages, not from any data
+/// set): a 135M-parameter instruct model given only the instruction writes prose.
+pub const SEARCHER_EXAMPLE: &str = "Example:\nQuestion: Who founded the studio that made Blue \
+Lantern?\n<search> Blue Lantern </search>\n<information>[Doc 1](blue-lantern):\nBlue Lantern \
+is a game made by Oravo Works.</information>\n<search> Oravo Works </search>\n\
+<information>[Doc 1](oravo-works):\nOravo Works was founded by Tal Meren.</information>\n\
+End of example.";
+
+/// A role's prompt: what it is told, and the start of its reply, which the model continues
+/// (the searcher's `<search>`, the summariser's `<answer>`: a small model asked for a call
+/// otherwise answers in prose).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RolePrompt {
+    pub text: String,
+    pub reply_prefix: &'static str,
+}
+
+/// How role prompts reach the model: raw text (the prompt, then the reply's prefix), or one
+/// user message in the tokenizer's chat template with the assistant's reply started by the
+/// prefix. Chat-rendered roles stop at the template's end-of-turn token
+/// ([`Tokenizer::end_of_turn`]).
+#[derive(Clone, Copy)]
+pub enum Render<'a> {
+    Raw,
+    Chat(&'a Tokenizer),
+}
+
+impl Render<'_> {
+    pub fn render(&self, p: &RolePrompt) -> Result<String> {
+        Ok(match self {
+            Render::Raw => format!("{}{}", p.text, p.reply_prefix),
+            Render::Chat(tok) => {
+                let user = [hier_backbone::Message::new("user", &p.text)];
+                format!(
+                    "{}{}",
+                    tok.apply_chat_template(&user, true)?,
+                    p.reply_prefix
+                )
+            }
+        })
+    }
+}
 
 /// The five roles, in pipeline order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -216,7 +260,7 @@ impl MasState {
     }
 
     /// The prompt of the role that acts next.
-    pub fn prompt(&self) -> String {
+    pub fn prompt(&self) -> RolePrompt {
         let q = &self.question;
         let redo = self.redo_lines(self.next).join("\n");
         let redo = if redo.is_empty() {
@@ -224,37 +268,64 @@ impl MasState {
         } else {
             format!("{redo}\n")
         };
-        match self.next {
-            Role::Planner => format!(
-                "You are the planner of a team that answers a question by searching a \
-                 library. Write a short plan: the facts to look up, in order.\nQuestion: \
-                 {q}\n{redo}Plan:"
+        let (text, reply_prefix) = match self.next {
+            Role::Planner => (
+                format!(
+                    "You are the planner of a team that answers a question by searching a \
+                     library. Write a short plan: the facts to look up, in order.\nQuestion: \
+                     {q}\n{redo}Plan:"
+                ),
+                "",
             ),
             Role::Searcher => {
-                let mut context = vec![format!("Plan from the planner: {}", self.plan)];
-                context.extend(self.redo_lines(Role::Searcher));
-                search_prompt(q, &context, &self.search_turns, false)
+                let mut t = format!(
+                    "You are the searcher of a team that answers a question by searching a \
+                     library of pages. Search for one name or short phrase at a time.\n\
+                     {SEARCHER_EXAMPLE}\nQuestion: {q}\nPlan from the planner: {}\n{redo}",
+                    self.plan
+                );
+                for (turn, info) in &self.search_turns {
+                    t.push_str(turn);
+                    t.push('\n');
+                    t.push_str(info);
+                    t.push('\n');
+                }
+                (t, "<search>")
             }
-            Role::Researcher => format!(
-                "You are the researcher of a team that answers a question. From the \
-                 searcher's findings, work out the answer step by step and end with \
-                 `Candidate answer: <answer>`.\nQuestion: {q}\nPlan: {}\nFindings:\n{}\n{redo}Research:",
-                self.plan, self.findings
+            Role::Researcher => (
+                format!(
+                    "You are the researcher of a team that answers a question. Read the plan \
+                     and the searcher's findings, work out the answer step by step and end \
+                     with `Candidate answer: <answer>`.\nPlan: {}\nFindings:\n{}\n{redo}\
+                     Question: {q}\nResearch:",
+                    self.plan, self.findings
+                ),
+                "",
             ),
-            Role::Verifier => format!(
-                "You are the verifier of a team that answers a question. Check the \
-                 researcher's candidate answer against the findings. Reply `accept` if the \
-                 findings support it, or `send back: what to search for` if they do not.\n\
-                 Question: {q}\nFindings:\n{}\nResearch: {}\n{redo}Verdict:",
-                self.findings, self.research
+            Role::Verifier => (
+                format!(
+                    "You are the verifier of a team that answers a question. Check the \
+                     researcher's candidate answer against the findings. Reply `accept` if the \
+                     findings support it, or `send back: what to search for` if they do not.\n\
+                     Question: {q}\nFindings:\n{}\nResearch: {}\n{redo}Verdict:",
+                    self.findings, self.research
+                ),
+                "",
             ),
-            Role::Summariser => format!(
-                "You are the summariser of a team that answers a question. Give the final \
-                 answer in a few words as <answer> answer </answer>.\nQuestion: {q}\nResearch: \
-                 {}\nVerdict: {}\n{redo}Final answer:",
-                self.research, self.verdict
+            // The question comes last: a 135M model asked first and shown the pages after
+            // copies the question back or writes about the pages.
+            Role::Summariser => (
+                format!(
+                    "You are the summariser of a team that answers a question. Read the \
+                     findings and answer the question with a name or a year from them, nothing \
+                     else.\nFindings:\n{}\nResearch: {}\nVerdict: {}\n{redo}Question: {q}\n\
+                     Answer:",
+                    self.findings, self.research, self.verdict
+                ),
+                "<answer>",
             ),
-        }
+        };
+        RolePrompt { text, reply_prefix }
     }
 
     /// The searcher's findings: its calls and what came back (each block cut to
@@ -363,7 +434,13 @@ impl MasState {
                 });
             }
             Role::Searcher => {
-                let turn = complete_call(text);
+                // The reply continues its prefix, `<search>`; a model that writes a whole
+                // call of its own (an answer, say) is read as it wrote it.
+                let own_call = CALL_TAGS.iter().any(|t| text.contains(&format!("<{t}>")));
+                let turn = match own_call {
+                    true => complete_call(text),
+                    false => complete_call(&format!("<search> {text}")),
+                };
                 if let Some(Call::Answer(a)) = parse_call(&turn) {
                     // Proposed to the team, not to the environment (only the summariser's
                     // answer is scored).
@@ -400,7 +477,11 @@ impl MasState {
                 });
             }
             Role::Summariser => {
-                let text = complete_call(text);
+                // The reply continues its prefix, `<answer>`.
+                let text = match text.contains("<answer>") {
+                    true => complete_call(text),
+                    false => complete_call(&format!("<answer> {text}")),
+                };
                 let answer = hier_envs::qa::score::extract_answer(&text).unwrap_or_else(|| {
                     text.lines()
                         .find(|l| !l.trim().is_empty())
@@ -497,6 +578,7 @@ pub fn run_mas(
     envs: &mut [Box<dyn Env>],
     starts: Vec<MasState>,
     agents: &mut dyn TextPolicy,
+    render: Render<'_>,
     mut supervisor: Option<&mut dyn HandoffSupervisor>,
     cfg: &MasConfig,
 ) -> Result<Vec<MasState>> {
@@ -563,7 +645,10 @@ pub fn run_mas(
             }
             continue;
         }
-        let prompts: Vec<String> = acting.iter().map(|&i| live[i].prompt()).collect();
+        let prompts = acting
+            .iter()
+            .map(|&i| render.render(&live[i].prompt()))
+            .collect::<Result<Vec<String>>>()?;
         let replies = agents.reply(&prompts)?;
         if replies.len() != prompts.len() {
             return Err(Error::invalid(format!(
@@ -618,6 +703,7 @@ pub struct MasProcess<'a> {
     pub states: &'a [MasState],
     pub envs: &'a mut [Box<dyn Env>],
     pub agents: &'a mut dyn TextPolicy,
+    pub render: Render<'a>,
     pub golds: &'a QaEnv,
     pub mas: MasConfig,
     pub parallel: usize,
@@ -661,7 +747,14 @@ impl SteeredProcess for MasProcess<'_> {
         self.agents.reseed(seed);
         let mut out = Vec::with_capacity(starts.len());
         for chunk in starts.chunks(self.parallel.max(1)) {
-            let done = run_mas(self.envs, chunk.to_vec(), self.agents, None, &self.mas)?;
+            let done = run_mas(
+                self.envs,
+                chunk.to_vec(),
+                self.agents,
+                self.render,
+                None,
+                &self.mas,
+            )?;
             for s in &done {
                 out.push(score(s, self.golds)?.0);
             }
@@ -688,7 +781,7 @@ mod tests {
     fn a_guide_is_added_to_the_message_and_a_reject_goes_back_to_the_sender_once() {
         let task = Task::new("qa-train", 3);
         let mut s = MasState::fresh(&task, "Who founded X?");
-        assert!(s.prompt().contains("You are the planner"));
+        assert!(s.prompt().text.contains("You are the planner"));
         s.take_reply("find X, then its founder", &cfg());
         let h = s.pending.clone().unwrap();
         assert_eq!((h.from, h.to), (Role::Planner, Role::Searcher));
@@ -705,6 +798,7 @@ mod tests {
         );
         assert!(
             s.prompt()
+                .text
                 .contains("Sent back to you: a supervisor rejected your message: too vague")
         );
         s.take_reply("search X", &cfg());
@@ -740,7 +834,14 @@ mod tests {
         s.decide(None, &cfg()).unwrap();
         assert!(
             s.prompt()
+                .text
                 .contains("Sent back to you: send back: look up X's founder")
+        );
+        assert_eq!(s.prompt().reply_prefix, "<search>");
+        // The searcher continues `<search>`: its reply is the query.
+        assert_eq!(
+            s.take_reply(" X founder", &cfg()).as_deref(),
+            Some("<search> X founder </search>")
         );
         s.take_reply("<answer> Y </answer>", &cfg());
         s.decide(None, &cfg()).unwrap();
@@ -756,7 +857,7 @@ mod tests {
             (Role::Summariser, 1, 1)
         );
         s.decide(None, &cfg()).unwrap();
-        s.take_reply("<answer> Y", &cfg());
+        s.take_reply(" Y", &cfg());
         assert_eq!((s.done, s.answer.as_deref()), (true, Some("Y")));
     }
 }

@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 use crate::data::{QaData, hex};
 use crate::error::{Error, Result};
 use crate::mas::{
-    FORCED_PROTOCOL, HANDOFF_PROTOCOL, HandoffRecorder, MasConfig, MasProcess, MasState, run_mas,
-    score,
+    FORCED_PROTOCOL, HANDOFF_PROTOCOL, HandoffRecorder, MasConfig, MasProcess, MasState, Render,
+    run_mas, score,
 };
 use crate::profile::{QaFiles, QaSpec, SteerEvalSpec};
 use crate::search_agent::CALL_TAGS;
@@ -252,23 +252,26 @@ fn forks(env: &hier_envs::qa::env::QaEnv, n: usize) -> Vec<Box<dyn Env>> {
         .collect()
 }
 
-/// Every role as one sampling policy over the frozen base (no adapter).
+/// Every role as one sampling policy over the frozen base (no adapter), and how its prompts
+/// are rendered. Chat-rendered replies end at the end-of-turn token or a call's closing tag;
+/// raw ones at the end of their line.
 fn agents<'a>(
     p: &MasProfile,
     lm: &'a CausalLm,
     tok: &'a Tokenizer,
     seed: u64,
     cache_mib: usize,
-) -> BackbonePolicy<'a> {
+) -> Result<(BackbonePolicy<'a>, Render<'a>)> {
     let mut policy = p
         .agent_sampling
         .policy(lm, tok, None, seed)
         .with_prefix_cache_mib(cache_mib);
-    if p.chat {
-        policy.chat = true;
-        policy.stop_strings = CALL_TAGS.iter().map(|t| format!("</{t}>")).collect();
+    if !p.chat {
+        return Ok((policy, Render::Raw));
     }
-    policy
+    policy.stop_strings = CALL_TAGS.iter().map(|t| format!("</{t}>")).collect();
+    policy.stop_tokens = vec![tok.end_of_turn()?];
+    Ok((policy, Render::Chat(tok)))
 }
 
 fn fresh_states(env: &hier_envs::qa::env::QaEnv, tasks: &[Task]) -> Result<Vec<MasState>> {
@@ -320,14 +323,21 @@ fn run_stages(p: &MasProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()
         "seed": p.seed, "parallel": p.train.parallel});
     let bank_dir = st.run("bank", bank_key, |dir| -> Result<()> {
         let frozen = lm.valid();
-        let mut roles = agents(p, &frozen, &tok, p.seed, cfg.prefix_cache_mib);
+        let (mut roles, render) = agents(p, &frozen, &tok, p.seed, cfg.prefix_cache_mib)?;
         let tasks = spread(&train_tasks, p.bank_tasks);
         let mut envs = forks(train_env, p.train.parallel);
         let mut recorder = HandoffRecorder::default();
         let mut turns = 0;
         for chunk in tasks.chunks(p.train.parallel) {
             let starts = fresh_states(train_env, chunk)?;
-            let done = run_mas(&mut envs, starts, &mut roles, Some(&mut recorder), &p.mas)?;
+            let done = run_mas(
+                &mut envs,
+                starts,
+                &mut roles,
+                render,
+                Some(&mut recorder),
+                &p.mas,
+            )?;
             turns += done.iter().map(|s| s.agent_turns).sum::<usize>();
         }
         write_json(
@@ -374,12 +384,13 @@ fn run_stages(p: &MasProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()
     let rl_dir = st.run("steer-rl", key, |dir| -> Result<()> {
         let started = Instant::now();
         let frozen = lm.valid();
-        let mut roles = agents(p, &frozen, &tok, p.seed, cfg.prefix_cache_mib);
+        let (mut roles, render) = agents(p, &frozen, &tok, p.seed, cfg.prefix_cache_mib)?;
         let mut envs = forks(train_env, train.parallel);
         let mut process = MasProcess {
             states: &bank,
             envs: &mut envs,
             agents: &mut roles,
+            render,
             golds: train_env,
             mas: p.mas.clone(),
             parallel: train.parallel,
@@ -484,11 +495,11 @@ fn evaluate(
         for (c, chunk) in tasks.chunks(p.eval.parallel).enumerate() {
             let s = seed.wrapping_mul(1_000_003).wrapping_add(c as u64);
             // The roles sample the same way in every row: only the steering differs.
-            let mut roles = agents(p, &lm, tok, s, cache_mib);
+            let (mut roles, render) = agents(p, &lm, tok, s, cache_mib)?;
             let starts = fresh_states(env, chunk)?;
             let envs = &mut envs[..chunk.len()];
             let done = match method.adapter() {
-                None => run_mas(envs, starts, &mut roles, None, &p.mas)?,
+                None => run_mas(envs, starts, &mut roles, render, None, &p.mas)?,
                 Some(a) => {
                     let mut config = p.steer.clone();
                     config.tau = tau.unwrap_or(p.steer.tau);
@@ -501,7 +512,7 @@ fn evaluate(
                             .with_protocol(FORCED_PROTOCOL),
                         _ => agent.with_protocol(HANDOFF_PROTOCOL),
                     };
-                    let done = run_mas(envs, starts, &mut roles, Some(&mut agent), &p.mas)?;
+                    let done = run_mas(envs, starts, &mut roles, render, Some(&mut agent), &p.mas)?;
                     handoffs += agent.log.len();
                     slow_runs += agent.log.iter().filter(|r| r.output.is_some()).count();
                     unreadable += agent

@@ -46,25 +46,9 @@ pub fn executor_prompt(
     guidance: &[String],
     answer_now: bool,
 ) -> String {
-    let notes: Vec<String> = guidance
-        .iter()
-        .map(|g| format!("Note from a supervisor: {g}"))
-        .collect();
-    search_prompt(question, &notes, turns, answer_now)
-}
-
-/// The search protocol's prompt with `context` lines (notes, a plan) between the question and
-/// the turns.
-pub fn search_prompt(
-    question: &str,
-    context: &[String],
-    turns: &[(String, String)],
-    answer_now: bool,
-) -> String {
     let mut p = format!("{INSTRUCTION}\nQuestion: {}\n", question.trim());
-    for line in context {
-        p.push_str(line);
-        p.push('\n');
+    for g in guidance {
+        p.push_str(&format!("Note from a supervisor: {g}\n"));
     }
     for (turn, obs) in turns {
         p.push_str(turn);

@@ -510,7 +510,9 @@ pub fn train_steering_on<P: SteeredProcess>(
     let mut run: TrainLoop<SteerTrainConfig, Vec<f32>> =
         TrainLoop::open(out, spec, cfg, opts)?.seed_backend_per_step(lm.device(), cfg.seed);
     let reference = lm.adapter_id(&cfg.reference)?;
-    let observations: Vec<String> = (0..process.states()).map(|i| process.observation(i)).collect();
+    let observations: Vec<String> = (0..process.states())
+        .map(|i| process.observation(i))
+        .collect();
     let mut optim = cfg.optim.adamw();
     // The bank's priorities v = σ(z) under the trained adapter's current fast path.
     let priorities = |lm: &CausalLm| -> Result<Vec<f32>> {

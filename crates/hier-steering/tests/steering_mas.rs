@@ -7,8 +7,8 @@ use hier_envs::qa::env::{QaEnv, QaEnvConfig};
 use hier_envs::qa::world::{World, WorldConfig};
 use hier_envs::{Env, Split, Task};
 use hier_steering::mas::{
-    HandoffAction, HandoffRecorder, HandoffSupervisor, MasConfig, MasProcess, MasState, Role,
-    run_mas, score,
+    HandoffAction, HandoffRecorder, HandoffSupervisor, MasConfig, MasProcess, MasState, Render,
+    Role, run_mas, score,
 };
 use hier_steering::steer_agent::{NOTHING_TO_STOP, read_slow_path};
 use hier_steering::steer_train::SteeredProcess;
@@ -105,7 +105,12 @@ impl TextPolicy for Team {
                         "summariser",
                         format!("<answer> {} </answer>", self.answer(p)),
                     )
-                } else if p.contains("</information>\n") {
+                } else if p
+                    .rsplit("End of example.")
+                    .next()
+                    .unwrap()
+                    .contains("</information>\n")
+                {
                     // Something came back already: propose the answer.
                     (
                         "searcher",
@@ -166,6 +171,7 @@ fn a_rejected_handoff_is_redone_by_its_sender_and_counted() {
         &mut envs,
         starts,
         &mut team,
+        Render::Raw,
         Some(&mut RejectFindings),
         &cfg(),
     )
@@ -210,7 +216,7 @@ fn the_verifier_sends_back_a_bounded_number_of_times() {
     let (_, starts) = fresh(&e, 1);
     let mut envs: Vec<Box<dyn Env>> = vec![Box::new(e.fork())];
     let mut team = Team::new(&e, true);
-    let done = run_mas(&mut envs, starts, &mut team, None, &cfg()).unwrap();
+    let done = run_mas(&mut envs, starts, &mut team, Render::Raw, None, &cfg()).unwrap();
     let s = &done[0];
     assert_eq!((s.sendbacks, s.sendbacks_refused), (1, 1));
     // planner, searcher ×2, researcher, verifier (sends back), searcher (proposes: a result
@@ -226,7 +232,15 @@ fn episodes_resume_from_bank_states_with_the_slow_paths_output_as_a_handoff_read
     let mut envs: Vec<Box<dyn Env>> = vec![Box::new(e.fork()), Box::new(e.fork())];
     let mut team = Team::new(&e, false);
     let mut recorder = HandoffRecorder::default();
-    let whole = run_mas(&mut envs, starts, &mut team, Some(&mut recorder), &cfg()).unwrap();
+    let whole = run_mas(
+        &mut envs,
+        starts,
+        &mut team,
+        Render::Raw,
+        Some(&mut recorder),
+        &cfg(),
+    )
+    .unwrap();
     // Four handoffs per episode: planner, searcher, researcher, verifier.
     assert_eq!(recorder.states.len(), 8);
     let bank = recorder.states;
@@ -234,6 +248,7 @@ fn episodes_resume_from_bank_states_with_the_slow_paths_output_as_a_handoff_read
         states: &bank,
         envs: &mut envs,
         agents: &mut team,
+        render: Render::Raw,
         golds: &e,
         mas: cfg(),
         parallel: 2,
@@ -262,6 +277,7 @@ fn episodes_resume_from_bank_states_with_the_slow_paths_output_as_a_handoff_read
         process.envs,
         vec![pass.clone(), rejected],
         process.agents,
+        Render::Raw,
         None,
         &cfg(),
     )

@@ -103,6 +103,12 @@ impl TextPolicy for BackbonePolicy<'_> {
     }
 
     fn reply(&mut self, prompts: &[String]) -> Result<Vec<Reply>> {
+        // A chat-prompted reply is one assistant turn: it ends at the template's end-of-turn
+        // token too (without it an instruct model writes the next user turn itself).
+        let mut stop_tokens = self.stop_tokens.clone();
+        if self.chat {
+            stop_tokens.push(self.tokenizer.end_of_turn()?);
+        }
         let requests = prompts
             .iter()
             .map(|p| {
@@ -118,7 +124,7 @@ impl TextPolicy for BackbonePolicy<'_> {
                 }
                 Ok(GenerationRequest {
                     prompt,
-                    stop_tokens: self.stop_tokens.clone(),
+                    stop_tokens: stop_tokens.clone(),
                     stop_strings: self.stop_strings.clone(),
                 })
             })
