@@ -414,30 +414,12 @@ fn markdown(p: &MasProfile, run: &MasRun, rows: &[MasRow], stages: &[StageRecord
     for (m, v) in PAPER {
         md.push_str(&format!("| {} | {v} |\n", m.label()));
     }
-    let unreadable = mean(run.curve.iter().map(|c| c.unreadable));
     md.push_str(&format!(
-        "\n## Training\n\n{} handoff states in the bank (unsteered episodes: {:.1} agent turns per \
-         task); {} rounds; unreadable slow-path samples {:.0} % of all; RankNet pairs per round \
-         {}.\n",
-        run.bank_states,
-        run.bank_turns_per_task,
-        run.curve.len(),
-        100.0 * unreadable,
-        run.curve
-            .iter()
-            .map(|c| c.rank_pairs.to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
+        "\nThe bank's unsteered episodes took {:.1} agent turns per task.\n",
+        run.bank_turns_per_task
     ));
-    md.push_str("\n## Stages\n\n| Stage | Seconds | Reused |\n|---|---|---|\n");
-    for s in stages {
-        md.push_str(&format!(
-            "| {} | {:.1} | {} |\n",
-            s.name,
-            s.seconds,
-            if s.cached { "yes" } else { "no" }
-        ));
-    }
+    md.push_str(&crate::report::training_table(&run.curve, run.bank_states));
+    md.push_str(&crate::report::stages_table(stages));
     md
 }
 

@@ -334,43 +334,8 @@ fn markdown(
             }
         }
     }
-    if !run.curve.is_empty() {
-        md.push_str(&format!(
-            "\n## Training\n\n{} bank states; {} rounds. Per round: mean no-intervention \
-             return b, mean return after a slow-path output, mean best gain max_j R̄ − b, mean \
-             q(s), shares of stop / guide / pass / unreadable outputs.\n\n\
-             | round | b | R̄ | best gain | q | stop | guide | pass | unreadable | rank pairs |\n\
-             |---|---|---|---|---|---|---|---|---|---|\n",
-            run.bank_states,
-            run.curve.len()
-        ));
-        for c in &run.curve {
-            md.push_str(&format!(
-                "| {} | {:.3} | {:.3} | {:+.3} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} | {} |\n",
-                c.round,
-                c.mean_baseline,
-                c.mean_return,
-                c.mean_best_gain,
-                c.mean_q,
-                c.stop,
-                c.guide,
-                c.pass,
-                c.unreadable,
-                c.rank_pairs
-            ));
-        }
-    }
-    md.push_str("\n## Stages\n\n| stage | reused | seconds (when it ran) |\n|---|---|---|\n");
-    for s in stages {
-        md.push_str(&format!(
-            "| {} | {} | {} |\n",
-            s.name,
-            if s.cached { "yes" } else { "no" },
-            s.ran_seconds
-                .map(|x| format!("{x:.0}"))
-                .unwrap_or_else(|| "–".into())
-        ));
-    }
+    md.push_str(&training_table(&run.curve, run.bank_states));
+    md.push_str(&stages_table(stages));
     md
 }
 
@@ -427,6 +392,61 @@ pub fn write_all(
     )?;
     hier_backbone::write_atomic(&out.join("steering.csv"), csv(&rows).as_bytes())?;
     draw(out, p, &rows)
+}
+
+/// The training curve as a Markdown section: per round the mean no-intervention return b,
+/// the mean return after a slow-path output, the mean best gain, the mean q(s), the shares of
+/// the outputs by kind, and RankNet's pairs.
+pub(crate) fn training_table(
+    curve: &[crate::steer_train::RoundPoint],
+    bank_states: usize,
+) -> String {
+    let mut md = String::new();
+    if curve.is_empty() {
+        return md;
+    }
+    md.push_str(&format!(
+        "\n## Training\n\n{bank_states} bank states; {} rounds. Per round: mean no-intervention \
+         return b, mean return after a slow-path output, mean best gain max_j R̄ − b, mean \
+         q(s), shares of stop / guide / reject / pass / unreadable outputs.\n\n\
+         | round | b | R̄ | best gain | q | stop | guide | reject | pass | unreadable | rank pairs |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
+        curve.len()
+    ));
+    for c in curve {
+        md.push_str(&format!(
+            "| {} | {:.3} | {:.3} | {:+.3} | {:.3} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} |\n",
+            c.round,
+            c.mean_baseline,
+            c.mean_return,
+            c.mean_best_gain,
+            c.mean_q,
+            c.stop,
+            c.guide,
+            c.reject,
+            c.pass,
+            c.unreadable,
+            c.rank_pairs
+        ));
+    }
+    md
+}
+
+/// Every stage, whether it was reused, and how long it took when it ran.
+pub(crate) fn stages_table(stages: &[StageRecord]) -> String {
+    let mut md = String::new();
+    md.push_str("\n## Stages\n\n| stage | reused | seconds (when it ran) |\n|---|---|---|\n");
+    for s in stages {
+        md.push_str(&format!(
+            "| {} | {} | {} |\n",
+            s.name,
+            if s.cached { "yes" } else { "no" },
+            s.ran_seconds
+                .map(|x| format!("{x:.0}"))
+                .unwrap_or_else(|| "–".into())
+        ));
+    }
+    md
 }
 
 /// `<out>/figures`, created — or `None` when no font can be found: then `NO_FONT.txt` there

@@ -297,6 +297,9 @@ pub struct SlowSample {
     /// The generated text after the prompt's `<think>`.
     pub generated: String,
     pub intervention: Option<Intervention>,
+    /// A rejection the host executed (pipeline handoffs; before a turn it is unreadable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reject: Option<String>,
     pub readable: bool,
     /// `R̄_{s,j}` (`None`: unreadable, so not played) and the GRPO advantage.
     pub mean_return: Option<f64>,
@@ -328,9 +331,12 @@ pub struct RoundPoint {
     /// Mean over states of `max_j R̄_{s,j} − b_s`.
     pub mean_best_gain: f64,
     pub mean_q: f64,
-    /// Shares of the slow path's samples: stop, guide, pass, unreadable.
+    /// Shares of the slow path's samples: stop, guide, reject (hosts that execute one), pass,
+    /// unreadable.
     pub stop: f64,
     pub guide: f64,
+    #[serde(default)]
+    pub reject: f64,
     pub pass: f64,
     pub unreadable: f64,
     pub rank_pairs: usize,
@@ -683,6 +689,7 @@ pub fn train_steering_on<P: SteeredProcess>(
                 samples.push(SlowSample {
                     generated,
                     intervention: o.intervention.clone(),
+                    reject: o.reject.clone().filter(|_| readable[p * g + j]),
                     readable: readable[p * g + j],
                     mean_return: rbar[j].map(f64::from),
                     advantage: a,
@@ -817,7 +824,8 @@ pub fn train_steering_on<P: SteeredProcess>(
             mean_q: mean(records.iter().filter_map(|r| r.q)).unwrap_or(0.0),
             stop: share(&|s| s.intervention == Some(Intervention::StopAndAnswer)),
             guide: share(&|s| matches!(s.intervention, Some(Intervention::Guidance(_)))),
-            pass: share(&|s| s.readable && s.intervention.is_none()),
+            reject: share(&|s| s.reject.is_some()),
+            pass: share(&|s| s.readable && s.intervention.is_none() && s.reject.is_none()),
             unreadable: share(&|s| !s.readable),
             rank_pairs,
             grpo_loss,

@@ -290,3 +290,135 @@ fn episodes_resume_from_bank_states_with_the_slow_paths_output_as_a_handoff_read
     assert_eq!(resumed[1].agent_turns, first.agent_turns + 1);
     assert_eq!(process.play(&[pass], 0).unwrap(), vec![1.0]);
 }
+
+/// Steering training over the pipeline's handoff bank (`train_steering_on` with
+/// [`MasProcess`]): a `reject:` is read as an executable intervention there (played,
+/// counted in the curve's `reject` share), a `stop` is unreadable (not played, no advantage).
+#[test]
+fn training_over_handoffs_plays_rejections_and_refuses_stops() {
+    use hier_backbone::{CausalLm, LoraConfig, TargetModule, Tokenizer};
+    use hier_steering::steer_agent::SteerConfig;
+    use hier_steering::steer_train::{
+        RoundPoint, StateRecord, SteerTrainConfig, train_steering_on,
+    };
+    use hier_train::optim::OptimConfig;
+    use hier_train::runlog::RunOptions;
+
+    let e = env();
+    let (_, starts) = fresh(&e, 3);
+    let mut envs: Vec<Box<dyn Env>> = (0..4).map(|_| Box::new(e.fork()) as Box<dyn Env>).collect();
+    let mut team = Team::new(&e, false);
+    let mut recorder = HandoffRecorder::default();
+    run_mas(
+        &mut envs[..3],
+        starts,
+        &mut team,
+        Render::Raw,
+        Some(&mut recorder),
+        &cfg(),
+    )
+    .unwrap();
+    let bank = recorder.states;
+
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../hier-backbone/tests/fixtures/tokenizer");
+    let tok = Tokenizer::load(&dir).unwrap();
+    let model = hier_train::pretrain::TinyModelConfig::for_tests(tok.vocab_size(), 512);
+    let device = hier_backbone::burn::tensor::Device::flex().autodiff();
+    let mut lm = CausalLm::random(model.model_config().unwrap(), 9, &device).unwrap();
+    lm.add_adapter(
+        "steer-zero",
+        LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]),
+        1,
+    )
+    .unwrap();
+    let train = SteerTrainConfig {
+        adapter: "steer-rl".into(),
+        reference: "steer-zero".into(),
+        rounds: 2,
+        states_per_round: 3,
+        epsilon: 0.5,
+        samples: 4,
+        continuations: 1,
+        epochs: 1,
+        optim: OptimConfig::constant(1e-3),
+        clip_eps: 0.2,
+        beta: 0.0,
+        rank_weight: 1.0,
+        scale_std: true,
+        rescore_every: 1,
+        parallel: 4,
+        steer: SteerConfig {
+            tau: 0.5,
+            history: 2,
+            info_chars: 40,
+            max_prompt: 300,
+            max_tokens: 6,
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 50,
+            seed: 2,
+        },
+        max_len: 320,
+        seed: 3,
+    };
+    // One output of each kind per state, in order.
+    let mut write = |prompts: &[String], _seed: u64| -> hier_steering::Result<Vec<String>> {
+        const OUTPUTS: [&str; 4] = [
+            " fine </think><action>pass</action>",
+            " vague </think><action>guide: name the entity</action>",
+            " wrong </think><action>reject: check the dates</action>",
+            " done </think><action>stop</action>",
+        ];
+        Ok((0..prompts.len())
+            .map(|k| OUTPUTS[k % 4].to_owned())
+            .collect())
+    };
+    let mut process = MasProcess {
+        states: &bank,
+        envs: &mut envs,
+        agents: &mut team,
+        render: Render::Raw,
+        golds: &e,
+        mas: cfg(),
+        parallel: 4,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, curve): (_, Vec<RoundPoint>) = train_steering_on(
+        lm,
+        &tok,
+        &mut process,
+        &train,
+        tmp.path(),
+        &RunOptions::default(),
+        Some(&mut write),
+    )
+    .unwrap();
+    for c in &curve {
+        assert_eq!(
+            (c.pass, c.guide, c.reject, c.unreadable, c.stop),
+            (0.25, 0.25, 0.25, 0.25, 0.0),
+            "{c:?}"
+        );
+    }
+    let records: Vec<StateRecord> = std::fs::read_to_string(tmp.path().join("samples.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 6);
+    for r in &records {
+        let s = &r.samples;
+        assert_eq!(s[2].reject.as_deref(), Some("check the dates"));
+        assert!(
+            s[2].readable && s[2].mean_return.is_some(),
+            "a rejection is played"
+        );
+        assert!(
+            !s[3].readable && s[3].mean_return.is_none() && s[3].advantage == 0.0,
+            "a stop is not"
+        );
+        // The scripted team answers right whatever happens: every branch returns F1 1.
+        assert_eq!((r.baseline, r.q), (1.0, Some(0.0)));
+    }
+}
