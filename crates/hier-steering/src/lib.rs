@@ -7,10 +7,14 @@
 //!   resumable from any state ([`search_agent`]);
 //! - the steering agent: observation, one-pass fast path, τ gate, slow path, and the planning
 //!   and verification supervisors ([`steer_agent`]);
-//! - its training (GRPO with the no-intervention baseline in the group plus RankNet) and
-//!   filtered BC ([`steer_train`]);
+//! - its training (GRPO with the no-intervention baseline in the group plus RankNet) over any
+//!   host that says what a state is and how to continue from it
+//!   ([`steer_train::SteeredProcess`]), and filtered BC ([`steer_train`], [`sft_examples`]);
 //! - `reproduce steering` ([`pipeline`]) on a synthetic world or on files ([`data`]), with
-//!   its tables and figures ([`report`]).
+//!   its tables and figures ([`report`]);
+//! - the five-role pipeline (planner → searcher → researcher → verifier → summariser) with a
+//!   supervisor at every handoff ([`mas`]), and `reproduce steering-mas` ([`mas_pipeline`],
+//!   [`mas_report`]).
 //!
 //! Built on `hier-train` and the `hier-steer` objectives; never on `hier-multi2`. One error
 //! type, [`Error`].
