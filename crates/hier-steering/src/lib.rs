@@ -9,7 +9,7 @@
 //!   and verification supervisors ([`steer_agent`]);
 //! - its training (GRPO with the no-intervention baseline in the group plus RankNet) over any
 //!   host that says what a state is and how to continue from it
-//!   ([`steer_train::SteeredProcess`]), and filtered BC ([`steer_train`], [`sft_examples`]);
+//!   ([`steered`]), and filtered BC ([`steer_train`], [`sft_examples`]);
 //! - `reproduce steering` ([`pipeline`]) on a synthetic world or on files ([`data`]), with
 //!   its tables and figures ([`report`]);
 //! - the five-role pipeline (planner → searcher → researcher → verifier → summariser) with a
@@ -32,5 +32,6 @@ pub mod search_agent;
 pub mod sft_examples;
 pub mod steer_agent;
 pub mod steer_train;
+pub mod steered;
 
 pub use error::{Error, Result};

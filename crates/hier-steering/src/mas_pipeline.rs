@@ -30,7 +30,8 @@ use crate::mas::{
     FORCED_PROTOCOL, HANDOFF_PROTOCOL, HandoffRecorder, MasConfig, MasProcess, MasState, Render,
     run_mas, score,
 };
-use crate::profile::{QaFiles, QaSpec, SteerEvalSpec};
+use crate::pipeline::forks;
+use crate::profile::{QaFiles, QaSpec, Shared, SteerEvalSpec, check_shared};
 use crate::search_agent::CALL_TAGS;
 use crate::sft_examples::handoff_format_examples;
 use crate::steer_agent::{Schedule, SteerConfig, SteeringAgent};
@@ -79,50 +80,16 @@ impl MasProfile {
     }
 
     pub fn check(&self) -> Result<()> {
-        if self.eval.seeds.is_empty() || self.eval.tasks == 0 || self.eval.parallel == 0 {
-            return Err(Error::invalid(
-                "eval needs seeds, tasks > 0 and parallel > 0".into(),
-            ));
-        }
-        let tau_ok = |t: f64| t > 0.0 && t < 1.0;
-        if !tau_ok(self.steer.tau) {
-            return Err(Error::invalid(format!(
-                "steer.tau = {} is outside (0, 1)",
-                self.steer.tau
-            )));
-        }
-        if let Some(t) = self.eval.taus.iter().find(|t| !tau_ok(**t)) {
-            return Err(Error::invalid(format!(
-                "eval.taus holds {t}, outside (0, 1)"
-            )));
-        }
-        if self.qa.train_max_turns == 0 || self.qa.eval_max_turns == 0 || self.qa.topk == 0 {
-            return Err(Error::invalid(
-                "qa: topk and turn limits must be positive".into(),
-            ));
-        }
-        if self.bank_tasks == 0 {
-            return Err(Error::invalid("bank_tasks must be positive".into()));
-        }
-        self.mas.check()?;
-        match (&self.world, &self.files) {
-            (Some(_), None) => {}
-            (None, Some(f)) => {
-                f.check()?;
-                if f.corpus.is_none() && self.pretrains() {
-                    return Err(Error::invalid(
-                        "a pre-trained (`kind = \"pretrain\"`) backbone needs files.corpus for its text"
-                            .into(),
-                    ));
-                }
-            }
-            _ => {
-                return Err(Error::invalid(
-                    "give exactly one of [world] and [files]".into(),
-                ));
-            }
-        }
-        Ok(())
+        check_shared(&Shared {
+            world: self.world.as_ref(),
+            files: self.files.as_ref(),
+            qa: &self.qa,
+            steer: &self.steer,
+            eval: &self.eval,
+            bank_tasks: self.bank_tasks,
+            pretrains: self.pretrains(),
+        })?;
+        self.mas.check()
     }
 
     /// Whether the backbone is pre-trained from scratch (on the corpus's text).
@@ -244,12 +211,6 @@ pub struct MasRun {
     /// Agent turns per task of the bank's unsteered episodes.
     pub bank_turns_per_task: f64,
     pub wall_seconds: f64,
-}
-
-fn forks(env: &hier_envs::qa::env::QaEnv, n: usize) -> Vec<Box<dyn Env>> {
-    (0..n.max(1))
-        .map(|_| Box::new(env.fork()) as Box<dyn Env>)
-        .collect()
 }
 
 /// Every role as one sampling policy over the frozen base (no adapter), and how its prompts

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::mas_pipeline::{MasEvaluation, MasMethod, MasProfile, MasRun};
+use crate::report::mean;
 use hier_train::SharedErrors as _;
 use hier_train::charts::{Drawn, PALETTE, Series, grouped_bars};
 use hier_train::metrics::{PairedDifference, estimate, paired_bootstrap};
@@ -67,10 +68,6 @@ pub struct MasRow {
     /// bootstrap interval; agent turns the same way.
     pub gain: Option<PairedDifference>,
     pub turns_change: Option<PairedDifference>,
-}
-
-fn mean(xs: impl Iterator<Item = f64>) -> f64 {
-    hier_train::metrics::mean(xs).unwrap_or(f64::NAN)
 }
 
 /// Per (question, seed) values of `f`, in a fixed order.

@@ -42,7 +42,8 @@ use hier_train::stages::{
     sft_stage, take, write_json,
 };
 
-fn forks(env: &QaEnv, n: usize) -> Vec<Box<dyn Env>> {
+/// `n` forks of `env` (at least one), for episodes played side by side.
+pub(crate) fn forks(env: &QaEnv, n: usize) -> Vec<Box<dyn Env>> {
     (0..n.max(1))
         .map(|_| Box::new(env.fork()) as Box<dyn Env>)
         .collect()

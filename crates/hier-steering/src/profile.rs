@@ -222,48 +222,15 @@ impl SteeringProfile {
     }
 
     pub fn check(&self) -> Result<()> {
-        if self.eval.seeds.is_empty() || self.eval.tasks == 0 || self.eval.parallel == 0 {
-            return Err(Error::invalid(
-                "eval needs seeds, tasks > 0 and parallel > 0".into(),
-            ));
-        }
-        let tau_ok = |t: f64| t > 0.0 && t < 1.0;
-        if !tau_ok(self.steer.tau) {
-            return Err(Error::invalid(format!(
-                "steer.tau = {} is outside (0, 1)",
-                self.steer.tau
-            )));
-        }
-        if let Some(t) = self.eval.taus.iter().find(|t| !tau_ok(**t)) {
-            return Err(Error::invalid(format!(
-                "eval.taus holds {t}, outside (0, 1)"
-            )));
-        }
-        if self.qa.train_max_turns == 0 || self.qa.eval_max_turns == 0 || self.qa.topk == 0 {
-            return Err(Error::invalid(
-                "qa: topk and turn limits must be positive".into(),
-            ));
-        }
-        if self.bank_tasks == 0 {
-            return Err(Error::invalid("bank_tasks must be positive".into()));
-        }
-        match (&self.world, &self.files) {
-            (Some(_), None) => {}
-            (None, Some(f)) => {
-                f.check()?;
-                if f.corpus.is_none() && self.pretrains() {
-                    return Err(Error::invalid(
-                        "a pre-trained (`kind = \"pretrain\"`) backbone needs files.corpus for its text"
-                            .into(),
-                    ));
-                }
-            }
-            _ => {
-                return Err(Error::invalid(
-                    "give exactly one of [world] and [files]".into(),
-                ));
-            }
-        }
+        check_shared(&Shared {
+            world: self.world.as_ref(),
+            files: self.files.as_ref(),
+            qa: &self.qa,
+            steer: &self.steer,
+            eval: &self.eval,
+            bank_tasks: self.bank_tasks,
+            pretrains: self.pretrains(),
+        })?;
         let synthetic = self.world.is_some();
         if self.executor.name != "main" {
             return Err(Error::invalid(format!(
@@ -296,6 +263,66 @@ impl SteeringProfile {
     pub fn executors(&self) -> impl Iterator<Item = &ExecutorSpec> {
         std::iter::once(&self.executor).chain(&self.transfer)
     }
+}
+
+/// What both steering profiles (`reproduce steering`, `reproduce steering-mas`) hold alike,
+/// for [`check_shared`].
+pub(crate) struct Shared<'a> {
+    pub world: Option<&'a WorldConfig>,
+    pub files: Option<&'a QaFiles>,
+    pub qa: &'a QaSpec,
+    pub steer: &'a SteerConfig,
+    pub eval: &'a SteerEvalSpec,
+    pub bank_tasks: usize,
+    pub pretrains: bool,
+}
+
+/// The checks both steering profiles share: evaluation, τ, turn limits, the bank, and
+/// exactly one of `[world]` and `[files]` (a pre-trained backbone needs a corpus).
+pub(crate) fn check_shared(p: &Shared<'_>) -> Result<()> {
+    if p.eval.seeds.is_empty() || p.eval.tasks == 0 || p.eval.parallel == 0 {
+        return Err(Error::invalid(
+            "eval needs seeds, tasks > 0 and parallel > 0".into(),
+        ));
+    }
+    let tau_ok = |t: f64| t > 0.0 && t < 1.0;
+    if !tau_ok(p.steer.tau) {
+        return Err(Error::invalid(format!(
+            "steer.tau = {} is outside (0, 1)",
+            p.steer.tau
+        )));
+    }
+    if let Some(t) = p.eval.taus.iter().find(|t| !tau_ok(**t)) {
+        return Err(Error::invalid(format!(
+            "eval.taus holds {t}, outside (0, 1)"
+        )));
+    }
+    if p.qa.train_max_turns == 0 || p.qa.eval_max_turns == 0 || p.qa.topk == 0 {
+        return Err(Error::invalid(
+            "qa: topk and turn limits must be positive".into(),
+        ));
+    }
+    if p.bank_tasks == 0 {
+        return Err(Error::invalid("bank_tasks must be positive".into()));
+    }
+    match (p.world, p.files) {
+        (Some(_), None) => {}
+        (None, Some(f)) => {
+            f.check()?;
+            if f.corpus.is_none() && p.pretrains {
+                return Err(Error::invalid(
+                    "a pre-trained (`kind = \"pretrain\"`) backbone needs files.corpus for its text"
+                        .into(),
+                ));
+            }
+        }
+        _ => {
+            return Err(Error::invalid(
+                "give exactly one of [world] and [files]".into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A comparison method of METHODS.md B. Serialised (stage names and keys, evaluations, tables)

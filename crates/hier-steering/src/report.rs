@@ -62,7 +62,7 @@ pub struct Row {
 }
 
 /// The mean, NaN (printed as such) when there is nothing to average.
-fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+pub(crate) fn mean(xs: impl Iterator<Item = f64>) -> f64 {
     hier_train::metrics::mean(xs).unwrap_or(f64::NAN)
 }
 

@@ -32,7 +32,7 @@ use hier_backbone::burn::module::Module;
 use hier_backbone::burn::optim::GradientsParams;
 use hier_backbone::burn::tensor::{Tensor, TensorData};
 use hier_backbone::{CausalLm, Forward, SamplingConfig, Tokenizer};
-use hier_envs::{Env, Task};
+use hier_envs::Env;
 use hier_steer::bank::StateBank;
 use hier_steer::grpo::{
     LossNormalisation, PpoConfig, StdScaling, baseline_in_group_advantages, ppo_clip_loss,
@@ -43,11 +43,11 @@ use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::search_agent::{Intervention, SearchStart, SearchState, rollout_search_from};
+use crate::search_agent::Intervention;
 use crate::steer_agent::{
-    AnswerTokens, Protocol, SEARCH_PROTOCOL, SlowOutput, SteerConfig, encode_prompt, log_odds,
-    observation, read_slow_path, sample_slow,
+    AnswerTokens, Protocol, SteerConfig, encode_prompt, log_odds, read_slow_path, sample_slow,
 };
+pub use crate::steered::{BankState, SearchProcess, SteeredProcess, collect_states};
 use hier_train::SharedErrors as _;
 use hier_train::metrics::mean;
 use hier_train::optim::OptimConfig;
@@ -176,93 +176,6 @@ impl SteerTrainConfig {
     }
 }
 
-/// A state of the bank: a task and the executor's turns so far (no notes: the bank comes from
-/// rollouts without intervention).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BankState {
-    pub task: Task,
-    /// Index of the task among the training tasks (ranking pairs are formed within a task).
-    pub group: usize,
-    pub question: String,
-    pub turns: Vec<(String, String)>,
-    /// The executor's next turn in the rollout the state came from.
-    pub next: String,
-}
-
-impl BankState {
-    /// The state before each turn of one episode of `task` (group `group`).
-    pub fn before_each_turn(
-        task: &Task,
-        group: usize,
-        question: &str,
-        turns: &[(String, String)],
-    ) -> Vec<BankState> {
-        (0..turns.len())
-            .map(|k| BankState {
-                task: task.clone(),
-                group,
-                question: question.to_owned(),
-                turns: turns[..k].to_vec(),
-                next: turns[k].0.clone(),
-            })
-            .collect()
-    }
-
-    /// The observation `O(g, s)`.
-    pub fn observation(&self, cfg: &SteerConfig) -> String {
-        observation(
-            &SearchState {
-                question: &self.question,
-                turns: &self.turns,
-                guidance: &[],
-            },
-            cfg.history,
-            cfg.info_chars,
-        )
-    }
-
-    fn start(&self) -> SearchStart {
-        SearchStart {
-            task: self.task.clone(),
-            turns: self.turns.clone(),
-            guidance: Vec::new(),
-            answer_now: false,
-        }
-    }
-}
-
-/// Plays every task once without intervention (`executor` reseeded from `seed`, `parallel`
-/// episodes at a time) and returns every state before a turn.
-pub fn collect_states(
-    envs: &mut [Box<dyn Env>],
-    tasks: &[Task],
-    executor: &mut dyn TextPolicy,
-    seed: u64,
-) -> Result<Vec<BankState>> {
-    if envs.is_empty() {
-        return Err(Error::invalid("steering bank: no environments".into()));
-    }
-    executor.reseed(seed);
-    let mut states = Vec::new();
-    for (c, chunk) in tasks.chunks(envs.len()).enumerate() {
-        let eps = crate::search_agent::rollout_search(
-            &mut envs[..chunk.len()],
-            chunk,
-            executor,
-            None,
-            "steering-bank",
-        )?;
-        for (i, ep) in eps.into_iter().enumerate() {
-            let group = c * envs.len() + i;
-            let question = &ep.trace.episode.task;
-            states.extend(BankState::before_each_turn(
-                &chunk[i], group, question, &ep.turns,
-            ));
-        }
-    }
-    Ok(states)
-}
-
 /// The fast path's `z` for each observation, in batches of `batch`.
 pub fn fast_log_odds(
     lm: &CausalLm,
@@ -342,95 +255,6 @@ pub struct RoundPoint {
     pub rank_pairs: usize,
     pub grpo_loss: f64,
     pub rank_loss: f64,
-}
-
-/// What steering training steers (border's split: the algorithm below, the host here): a bank
-/// of states, what the steering agent observes at each, and continuations from a state with
-/// a slow-path output applied or with nothing applied.
-pub trait SteeredProcess {
-    /// Where a continuation starts.
-    type Start: Clone;
-
-    /// The fast path's question and the slow path's instruction of this host.
-    fn protocol(&self) -> Protocol;
-
-    /// States in the bank.
-    fn states(&self) -> usize;
-
-    /// `O(g, s)` of bank state `state`.
-    fn observation(&self, state: usize) -> String;
-
-    /// The task `state` belongs to (RankNet pairs states of one task).
-    fn group(&self, state: usize) -> usize;
-
-    /// How far into its episode `state` is (agent turns), for the records.
-    fn turn(&self, state: usize) -> usize;
-
-    /// A slow-path output as this host reads it: what it cannot execute becomes an error.
-    fn read(&self, output: SlowOutput) -> SlowOutput;
-
-    /// The start of a continuation from `state` with `output` applied (`None`: nothing, the
-    /// baseline). Only readable outputs are applied.
-    fn start(&self, state: usize, output: Option<&SlowOutput>) -> Self::Start;
-
-    /// Plays every start to its end with the frozen executor, sampling from `seed`, and
-    /// returns each final score (F1).
-    fn play(&mut self, starts: &[Self::Start], seed: u64) -> Result<Vec<f64>>;
-}
-
-/// The search executor as a [`SteeredProcess`]: states before its turns, continuations
-/// played `parallel` at a time on forks of one environment.
-pub struct SearchProcess<'a> {
-    pub envs: &'a mut [Box<dyn Env>],
-    pub executor: &'a mut dyn TextPolicy,
-    pub states: &'a [BankState],
-    pub steer: SteerConfig,
-    pub parallel: usize,
-}
-
-impl SteeredProcess for SearchProcess<'_> {
-    type Start = SearchStart;
-
-    fn protocol(&self) -> Protocol {
-        SEARCH_PROTOCOL
-    }
-
-    fn states(&self) -> usize {
-        self.states.len()
-    }
-
-    fn observation(&self, state: usize) -> String {
-        self.states[state].observation(&self.steer)
-    }
-
-    fn group(&self, state: usize) -> usize {
-        self.states[state].group
-    }
-
-    fn turn(&self, state: usize) -> usize {
-        self.states[state].turns.len()
-    }
-
-    fn read(&self, output: SlowOutput) -> SlowOutput {
-        // Training states are before a turn: a rejection cannot be executed there.
-        output.before_a_turn()
-    }
-
-    fn start(&self, state: usize, output: Option<&SlowOutput>) -> SearchStart {
-        self.states[state]
-            .start()
-            .with(output.and_then(|o| o.intervention.as_ref()))
-    }
-
-    fn play(&mut self, starts: &[SearchStart], seed: u64) -> Result<Vec<f64>> {
-        self.executor.reseed(seed);
-        let mut returns = Vec::with_capacity(starts.len());
-        for chunk in starts.chunks(self.parallel) {
-            let eps = rollout_search_from(self.envs, chunk, self.executor, None, "steering-train")?;
-            returns.extend(eps.iter().map(|e| e.score));
-        }
-        Ok(returns)
-    }
 }
 
 /// Trains (or resumes) `cfg.adapter` on `bank_states` (from [`collect_states`]); `lm` must
