@@ -26,6 +26,7 @@ pub mod mas_pipeline;
 pub mod mas_report;
 pub mod pipeline;
 pub mod profile;
+pub mod prompting;
 pub mod report;
 pub mod results;
 pub mod search_agent;

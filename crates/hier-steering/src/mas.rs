@@ -15,12 +15,12 @@
 //! model per step. A state at a handoff ([`MasState`]) is plain data: an episode resumes from
 //! it, its searcher's turns replayed in the environment.
 
-use hier_backbone::Tokenizer;
 use hier_envs::qa::env::{Call, QaEnv, parse_call};
 use hier_envs::{Env, Task, step_all};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+pub use crate::prompting::{Render, RolePrompt};
 use crate::search_agent::Intervention;
 use crate::search_agent::{CALL_TAGS, complete_call, replay};
 use crate::steer_agent::{Protocol, SlowOutput, SteeringAgent};
@@ -56,41 +56,6 @@ Lantern?\n<search> Blue Lantern </search>\n<information>[Doc 1](blue-lantern):\n
 is a game made by Oravo Works.</information>\n<search> Oravo Works </search>\n\
 <information>[Doc 1](oravo-works):\nOravo Works was founded by Tal Meren.</information>\n\
 End of example.";
-
-/// A role's prompt: what it is told, and the start of its reply, which the model continues
-/// (the searcher's `<search>`, the summariser's `<answer>`: a small model asked for a call
-/// otherwise answers in prose).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RolePrompt {
-    pub text: String,
-    pub reply_prefix: &'static str,
-}
-
-/// How role prompts reach the model: raw text (the prompt, then the reply's prefix), or one
-/// user message in the tokenizer's chat template with the assistant's reply started by the
-/// prefix. Chat-rendered roles stop at the template's end-of-turn token
-/// ([`Tokenizer::end_of_turn`]).
-#[derive(Clone, Copy)]
-pub enum Render<'a> {
-    Raw,
-    Chat(&'a Tokenizer),
-}
-
-impl Render<'_> {
-    pub fn render(&self, p: &RolePrompt) -> Result<String> {
-        Ok(match self {
-            Render::Raw => format!("{}{}", p.text, p.reply_prefix),
-            Render::Chat(tok) => {
-                let user = [hier_backbone::Message::new("user", &p.text)];
-                format!(
-                    "{}{}",
-                    tok.apply_chat_template(&user, true)?,
-                    p.reply_prefix
-                )
-            }
-        })
-    }
-}
 
 /// The five roles, in pipeline order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

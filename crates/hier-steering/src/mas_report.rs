@@ -13,10 +13,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::mas_pipeline::{MasEvaluation, MasMethod, MasProfile, MasRun};
-use crate::report::mean;
+use crate::report::{
+    interval, mean, paired_difference, tau_monotone_claim, verdict, verdict_small,
+};
 use hier_train::SharedErrors as _;
 use hier_train::charts::{Drawn, PALETTE, Series, grouped_bars};
-use hier_train::metrics::{PairedDifference, estimate, paired_bootstrap};
+use hier_train::metrics::{PairedDifference, estimate};
 use hier_train::stages::{BackboneSpec, StageRecord, write_json};
 
 /// The paper's pipeline results (METHODS.md B; F1 points over no steering; agent turns per
@@ -34,9 +36,6 @@ pub const PAPER: [(MasMethod, &str); 4] = [
 
 /// The share of agent turns the paper's interventions cover.
 pub const PAPER_COVERAGE: f64 = 0.25;
-
-/// Bootstrap resamples of the paired comparisons.
-const RESAMPLES: usize = 2000;
 
 /// One evaluation, summarised.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,13 +85,7 @@ fn difference(
     e: &MasEvaluation,
     f: impl Fn(&crate::mas_pipeline::MasResult) -> f64 + Copy,
 ) -> Option<PairedDifference> {
-    let (a, b) = (paired(base, f), paired(e, f));
-    if a.len() != b.len() || a.keys().ne(b.keys()) {
-        return None;
-    }
-    let xs: Vec<f64> = a.values().copied().collect();
-    let ys: Vec<f64> = b.values().copied().collect();
-    paired_bootstrap(&xs, &ys, RESAMPLES, 0)
+    paired_difference(&paired(base, f), &paired(e, f))
 }
 
 /// Summarises one evaluation against the no-steering one (`base`).
@@ -168,27 +161,6 @@ fn fmt(x: Option<f64>, digits: usize) -> String {
     }
 }
 
-fn interval(d: &Option<PairedDifference>, digits: usize) -> String {
-    match d {
-        Some(d) => format!(
-            "{:+.digits$} [{:+.digits$}, {:+.digits$}]",
-            d.mean, d.lo, d.hi
-        ),
-        None => "–".into(),
-    }
-}
-
-/// A verdict from a paired interval: the claimed direction holds when the interval excludes
-/// 0 on its side, does not when it excludes 0 on the other, and has no power otherwise.
-fn verdict(d: &Option<PairedDifference>, positive: bool) -> &'static str {
-    match d {
-        None => "no power (not measured)",
-        Some(d) if (positive && d.lo > 0.0) || (!positive && d.hi < 0.0) => "holds",
-        Some(d) if (positive && d.hi < 0.0) || (!positive && d.lo > 0.0) => "does not hold",
-        Some(_) => "no power (the interval covers 0)",
-    }
-}
-
 fn main_rows<'a>(rows: &'a [MasRow], p: &MasProfile) -> Vec<&'a MasRow> {
     rows.iter()
         .filter(|r| !r.method.gated() || r.tau == Some(p.steer.tau))
@@ -231,16 +203,13 @@ fn claims(p: &MasProfile, rows: &[MasRow]) -> Vec<(String, String, String)> {
     }
     if let Some(z) = at(MasMethod::ZeroShot) {
         let v = match &z.gain {
-            _ if floor && z.f1 == 0.0 => "no power (F1 is 0 with and without)",
-            None => "no power (not measured)",
-            Some(d) if d.lo >= -3.0 && d.hi <= 3.0 => "holds",
-            Some(d) if d.hi < -3.0 || d.lo > 3.0 => "does not hold",
-            Some(_) => "no power (the interval is wider than ±3)",
+            _ if floor && z.f1 == 0.0 => "no power (F1 is 0 with and without)".into(),
+            d => verdict_small(d, 3.0),
         };
         out.push((
             "Zero-shot steering changes little (paper −1.04; read: within ±3 points)".into(),
             interval(&z.gain, 2),
-            v.into(),
+            v,
         ));
     }
     if let Some(r) = at(MasMethod::Rl) {
@@ -260,23 +229,11 @@ fn claims(p: &MasProfile, rows: &[MasRow]) -> Vec<(String, String, String)> {
     }
     let sweep = sweep_rows(rows);
     if sweep.len() >= 2 {
-        let monotone = sweep
-            .windows(2)
-            .all(|w| w[1].interventions_per_task <= w[0].interventions_per_task + 1e-12);
-        let numbers = sweep
-            .iter()
-            .map(|r| format!("{}: {:.2}", fmt(r.tau, 2), r.interventions_per_task))
-            .collect::<Vec<_>>()
-            .join(", ");
-        out.push((
-            "τ is monotone in interventions (higher τ, fewer)".into(),
-            numbers,
-            if monotone {
-                "holds (point estimates)"
-            } else {
-                "does not hold (point estimates)"
-            }
-            .into(),
+        out.push(tau_monotone_claim(
+            &sweep
+                .iter()
+                .map(|r| (r.tau, r.interventions_per_task))
+                .collect::<Vec<_>>(),
         ));
     }
     out

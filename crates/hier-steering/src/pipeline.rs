@@ -22,8 +22,11 @@ use crate::error::{Error, Result};
 pub use crate::profile::{
     ExecutorSpec, QaFiles, QaSpec, SteerEvalSpec, SteerMethod, SteeringProfile, profile_path,
 };
+use crate::prompting::Render;
 pub use crate::results::{Evaluation, QaResult, SteeringRun};
-use crate::search_agent::{CALL_TAGS, SearchDemo, demonstrations, rollout_search};
+use crate::search_agent::{
+    CALL_TAGS, ExecutorPrompting, SearchDemo, WORKED_EXAMPLE, demonstrations, rollout_search,
+};
 use crate::sft_examples::{
     demo_states, executor_examples, filtered_bc_examples, format_examples, format_pairs,
 };
@@ -98,6 +101,8 @@ struct Executor {
     /// in the shared model already).
     adapter: Option<(String, PathBuf)>,
     chat: bool,
+    /// Shown [`crate::search_agent::WORKED_EXAMPLE`], its replies started at a call.
+    worked_example: bool,
     /// What later stages' keys say of it.
     key: serde_json::Value,
 }
@@ -150,10 +155,25 @@ impl Player<'_> {
             .policy(lm, tok, id, seed)
             .with_prefix_cache_mib(cache_mib);
         if self.executor.chat {
-            policy.chat = true;
+            // Rendered by `prompting`: one assistant turn, ending at a call's closing tag or
+            // the template's end of turn.
             policy.stop_strings = CALL_TAGS.iter().map(|t| format!("</{t}>")).collect();
+            policy.stop_tokens.push(tok.end_of_turn()?);
         }
         Ok(policy)
+    }
+
+    /// How its prompts are written and rendered (`shared_tok`: the shared backbone's
+    /// tokenizer, used when it has no backbone of its own).
+    fn prompting<'a>(&'a self, shared_tok: &'a Tokenizer) -> ExecutorPrompting<'a> {
+        let tok = self.own.as_ref().map_or(shared_tok, |(_, t)| t);
+        ExecutorPrompting {
+            worked_example: self.executor.worked_example,
+            render: match self.executor.chat {
+                true => Render::Chat(tok),
+                false => Render::Raw,
+            },
+        }
     }
 }
 
@@ -266,15 +286,18 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
             }
             _ => (serde_json::json!({"backbone": model_key}), None),
         };
-        let key = match spec.chat {
-            true => serde_json::json!({"executor": key, "chat": true}),
-            false => key,
+        let key = match (spec.chat, spec.worked_example) {
+            (false, false) => key,
+            (true, false) => serde_json::json!({"executor": key, "chat": true}),
+            (chat, true) => serde_json::json!({"executor": key, "chat": chat,
+                "worked_example": WORKED_EXAMPLE}),
         };
         executors.push(Executor {
             name: spec.name.clone(),
             backbone: own.map(|(dir, _)| dir),
             adapter: sft_dir.map(|d| (adapter, d.join("adapter"))),
             chat: spec.chat,
+            worked_example: spec.worked_example,
             key,
         });
     }
@@ -302,6 +325,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
             &mut envs,
             &spread(&train_tasks, p.bank_tasks),
             &mut executor,
+            main.prompting(&tok),
             p.seed,
         )?;
         Ok(write_jsonl(&dir.join("bank.jsonl"), &states)?)
@@ -350,6 +374,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
             &tok,
             &mut envs,
             &mut executor,
+            main.prompting(&tok),
             &bank,
             &train,
             dir,
@@ -492,9 +517,10 @@ fn evaluate(
         for (c, chunk) in tasks.chunks(p.eval.parallel).enumerate() {
             let s = seed.wrapping_mul(1_000_003).wrapping_add(c as u64);
             let mut policy = executor.policy(&lm, tok, &p.executor_sampling, s, cache_mib)?;
+            let prompting = executor.prompting(tok);
             let envs = &mut envs[..chunk.len()];
             let episodes = match steer_adapter {
-                None => rollout_search(envs, chunk, &mut policy, None, method.name())?,
+                None => rollout_search(envs, chunk, &mut policy, prompting, None, method.name())?,
                 Some(a) => {
                     let mut config = p.steer.clone();
                     config.tau = tau.unwrap_or(p.steer.tau);
@@ -502,8 +528,14 @@ fn evaluate(
                     let id = lm.adapter_id(a)?;
                     let mut agent =
                         SteeringAgent::new(&lm, tok, Some(id), config)?.with_schedule(schedule);
-                    let eps =
-                        rollout_search(envs, chunk, &mut policy, Some(&mut agent), method.name())?;
+                    let eps = rollout_search(
+                        envs,
+                        chunk,
+                        &mut policy,
+                        prompting,
+                        Some(&mut agent),
+                        method.name(),
+                    )?;
                     slow_runs += agent.log.iter().filter(|r| r.output.is_some()).count();
                     eps
                 }
@@ -545,7 +577,7 @@ mod tests {
     #[test]
     fn every_profile_parses_and_bad_input_names_the_file() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        for name in ["smoke", "small", "paper", "paper-synthetic"] {
+        for name in ["smoke", "small", "small-tiny", "paper", "paper-synthetic"] {
             let p = SteeringProfile::from_file(&profile_path(&root, name)).unwrap();
             assert_eq!(p.name, name);
         }
@@ -562,5 +594,17 @@ mod tests {
         std::fs::write(&bad, text.replace("bank_tasks = 3", "bank_taks = 3")).unwrap();
         let e = SteeringProfile::from_file(&bad).unwrap_err().to_string();
         assert!(e.contains("bad.toml") && e.contains("bank_taks"), "{e}");
+        // A worked example is for an executor playing as it is, not one SFT taught the plain
+        // prompt.
+        std::fs::write(
+            &bad,
+            text.replace("[executor]\n", "[executor]\nworked_example = true\n"),
+        )
+        .unwrap();
+        let e = SteeringProfile::from_file(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("executor.worked_example") && e.contains("sft"),
+            "{e}"
+        );
     }
 }

@@ -112,6 +112,11 @@ pub struct ExecutorSpec {
     /// than at the end of a line.
     #[serde(default)]
     pub chat: bool,
+    /// Show it a worked example and start its replies at a call
+    /// ([`crate::search_agent::ExecutorPrompting`]): a small instruct model playing as it is
+    /// otherwise writes prose. Only without `sft` (SFT executors learned the plain prompt).
+    #[serde(default)]
+    pub worked_example: bool,
     pub seed: u64,
 }
 
@@ -143,6 +148,12 @@ impl ExecutorSpec {
             return Err(Error::invalid(format!(
                 "{what}.name = `{}`: use letters, digits, `-`, `_` and `.`",
                 self.name
+            )));
+        }
+        if self.worked_example && self.sft.is_some() {
+            return Err(Error::invalid(format!(
+                "{what}.worked_example is for an executor playing as it is: with {what}.sft it \
+                 learned the plain prompt; leave one of them out"
             )));
         }
         match (&self.sft, &self.drift) {

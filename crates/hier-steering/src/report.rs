@@ -1,5 +1,6 @@
 //! Outputs of `reproduce steering`: `steering.json` (everything, per-episode results
-//! included), `steering.md` (the tables, the paper's numbers beside ours, labelled),
+//! included), `steering.md` (the tables, paired comparisons on the same (question, seed)
+//! pairs, the paper's numbers beside ours, labelled, and a verdict per claim),
 //! `steering.csv` (one row per evaluation) and figures: F1 overall and by hop count, cost
 //! (interventions and executor turns per task), the τ sweep, and transfer to other
 //! executors.
@@ -15,6 +16,7 @@ use crate::profile::{ExecutorSpec, SteerMethod, SteeringProfile};
 use crate::results::{Evaluation, SteeringRun};
 use hier_train::SharedErrors as _;
 use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars};
+use hier_train::metrics::{PairedDifference, paired_bootstrap};
 use hier_train::stages::BackboneSpec;
 use hier_train::stages::{StageRecord, write_json};
 
@@ -59,6 +61,67 @@ pub struct Row {
     /// F1 points over no steering with the same executor.
     pub gain: Option<f64>,
     pub gain_per_intervention: Option<f64>,
+    /// The same gain as a paired difference on the same (question, seed) pairs, with a 95 %
+    /// bootstrap interval; executor turns per task the same way.
+    #[serde(default)]
+    pub gain_ci: Option<PairedDifference>,
+    #[serde(default)]
+    pub turns_change: Option<PairedDifference>,
+}
+
+/// Bootstrap resamples of the paired comparisons.
+const RESAMPLES: usize = 2000;
+
+/// `b − a` over the (question, seed) pairs both played, with a 95 % paired bootstrap
+/// interval (seed 0); `None` when they did not play the same pairs.
+pub(crate) fn paired_difference(
+    a: &BTreeMap<(String, u64), f64>,
+    b: &BTreeMap<(String, u64), f64>,
+) -> Option<PairedDifference> {
+    if a.len() != b.len() || a.keys().ne(b.keys()) {
+        return None;
+    }
+    let xs: Vec<f64> = a.values().copied().collect();
+    let ys: Vec<f64> = b.values().copied().collect();
+    paired_bootstrap(&xs, &ys, RESAMPLES, 0)
+}
+
+/// A paired difference as `+m [lo, hi]`.
+pub(crate) fn interval(d: &Option<PairedDifference>, digits: usize) -> String {
+    match d {
+        Some(d) => format!(
+            "{:+.digits$} [{:+.digits$}, {:+.digits$}]",
+            d.mean, d.lo, d.hi
+        ),
+        None => "–".into(),
+    }
+}
+
+/// A verdict from a paired interval: the claimed direction holds when the interval excludes
+/// 0 on its side, does not when it excludes 0 on the other, and has no power otherwise.
+pub(crate) fn verdict(d: &Option<PairedDifference>, positive: bool) -> &'static str {
+    match d {
+        None => "no power (not measured)",
+        Some(d) if (positive && d.lo > 0.0) || (!positive && d.hi < 0.0) => "holds",
+        Some(d) if (positive && d.hi < 0.0) || (!positive && d.lo > 0.0) => "does not hold",
+        Some(_) => "no power (the interval covers 0)",
+    }
+}
+
+/// Per (question, seed) values of `f` over an evaluation.
+fn keyed(
+    e: &Evaluation,
+    f: impl Fn(&crate::results::QaResult) -> f64,
+) -> BTreeMap<(String, u64), f64> {
+    e.results
+        .iter()
+        .map(|r| ((r.task.to_string(), r.seed), f(r)))
+        .collect()
+}
+
+/// F1 points of `b` over `a` on the same pairs.
+fn f1_difference(a: &Evaluation, b: &Evaluation) -> Option<PairedDifference> {
+    paired_difference(&keyed(a, |r| 100.0 * r.f1), &keyed(b, |r| 100.0 * r.f1))
 }
 
 /// The mean, NaN (printed as such) when there is nothing to average.
@@ -114,12 +177,25 @@ pub fn row(e: &Evaluation) -> Row {
         executor_tokens_per_task: mean(r.iter().map(|x| x.executor_tokens as f64)),
         gain: None,
         gain_per_intervention: None,
+        gain_ci: None,
+        turns_change: None,
     }
 }
 
 /// Every row with its gain over no steering on the same executor.
 pub fn rows(run: &SteeringRun) -> Vec<Row> {
     let mut rows: Vec<Row> = run.evaluations.iter().map(row).collect();
+    for (r, e) in rows.iter_mut().zip(&run.evaluations) {
+        let base = run
+            .evaluations
+            .iter()
+            .find(|b| b.method == SteerMethod::None && b.executor == e.executor);
+        if let Some(b) = base.filter(|_| e.method != SteerMethod::None) {
+            r.gain_ci = f1_difference(b, e);
+            let turns = |x: &crate::results::QaResult| x.turns as f64;
+            r.turns_change = paired_difference(&keyed(b, turns), &keyed(e, turns));
+        }
+    }
     let base: BTreeMap<String, f64> = rows
         .iter()
         .filter(|r| r.method == SteerMethod::None)
@@ -187,7 +263,12 @@ fn describe_executor(x: &ExecutorSpec) -> String {
     } else {
         ""
     };
-    format!("`{}`: {backbone}, {adapter}{chat}", x.name)
+    let example = if x.worked_example {
+        ", shown a worked example, its replies started at a call"
+    } else {
+        ""
+    };
+    format!("`{}`: {backbone}, {adapter}{chat}{example}", x.name)
 }
 
 fn main_rows<'a>(rows: &'a [Row], p: &SteeringProfile) -> Vec<&'a Row> {
@@ -208,6 +289,173 @@ fn sweep_rows(rows: &[Row]) -> Vec<&Row> {
         .collect();
     s.sort_by(|a, b| b.tau.partial_cmp(&a.tau).expect("finite τ"));
     s
+}
+
+/// A verdict on "changes little": holds when the paired interval lies within ±`bound`
+/// points, does not when it lies beyond, no power when it is wider.
+pub(crate) fn verdict_small(d: &Option<PairedDifference>, bound: f64) -> String {
+    match d {
+        None => "no power (not measured)".into(),
+        Some(d) if d.lo >= -bound && d.hi <= bound => "holds".into(),
+        Some(d) if d.hi < -bound || d.lo > bound => "does not hold".into(),
+        Some(_) => format!("no power (the interval is wider than ±{bound})"),
+    }
+}
+
+/// "τ is monotone in interventions" over `(τ, interventions per task)` in ascending τ: each
+/// higher τ intervenes no more often (point estimates).
+pub(crate) fn tau_monotone_claim(points: &[(Option<f64>, f64)]) -> (String, String, String) {
+    let monotone = points.windows(2).all(|w| w[1].1 <= w[0].1 + 1e-12);
+    let numbers = points
+        .iter()
+        .map(|(t, n)| match t {
+            Some(t) => format!("{t:.2}: {n:.2}"),
+            None => format!("–: {n:.2}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let verdict = if monotone {
+        "holds (point estimates)"
+    } else {
+        "does not hold (point estimates)"
+    };
+    (
+        "τ is monotone in interventions (higher τ, fewer)".into(),
+        numbers,
+        verdict.into(),
+    )
+}
+
+/// The claims of METHODS.md B about steering the search executor, each with our numbers and
+/// a verdict. Differences are paired on the same (question, seed) pairs; a comparison where
+/// both rows score 0 on every question has no power, whatever its interval.
+fn claims(p: &SteeringProfile, run: &SteeringRun, rows: &[Row]) -> Vec<(String, String, String)> {
+    let main_tau = |t: Option<f64>| t.is_none_or(|t| t == p.steer.tau);
+    let eval = |m: SteerMethod, x: &str| {
+        run.evaluations
+            .iter()
+            .find(|e| e.method == m && e.executor == x && main_tau(e.tau))
+    };
+    let zero = |e: &Evaluation| e.results.iter().all(|r| r.f1 == 0.0);
+    let compare = |a: Option<&Evaluation>, b: Option<&Evaluation>| match (a, b) {
+        (Some(a), Some(b)) => Some((f1_difference(a, b), zero(a) && zero(b))),
+        _ => None,
+    };
+    let judged = |a, b, positive: bool| -> (String, String) {
+        match compare(a, b) {
+            None => ("–".into(), "no power (not measured)".into()),
+            Some((d, true)) => (interval(&d, 2), "no power (F1 is 0 in both)".into()),
+            Some((d, false)) => (interval(&d, 2), verdict(&d, positive).into()),
+        }
+    };
+    let tau = |r: &Row| r.tau.map_or("–".into(), |t| format!("{t:.2}"));
+    let mut out = Vec::new();
+    let mut claim = |c: String, (ours, v): (String, String)| out.push((c, ours, v));
+    let none = eval(SteerMethod::None, "main");
+    let rl = eval(SteerMethod::Rl, "main");
+    let small = match compare(none, eval(SteerMethod::ZeroShot, "main")) {
+        None => ("–".into(), "no power (not measured)".into()),
+        Some((d, true)) => (interval(&d, 2), "no power (F1 is 0 in both)".into()),
+        Some((d, false)) => (interval(&d, 2), verdict_small(&d, 3.0)),
+    };
+    claim(
+        "Zero-shot steering gains little (paper +1.84; read: within ±3 points)".into(),
+        small,
+    );
+    claim(
+        "RL steering helps (paper +6.66)".into(),
+        judged(none, rl, true),
+    );
+    for (m, what) in [
+        (SteerMethod::ZeroShot, "zero-shot steering"),
+        (SteerMethod::Planning, "the planning supervisor"),
+        (SteerMethod::Verification, "the verification supervisor"),
+        (SteerMethod::FilteredBc, "filtered BC"),
+    ] {
+        claim(
+            format!("RL steering above {what} (F1, RL − it)"),
+            judged(eval(m, "main"), rl, true),
+        );
+    }
+    let mains = main_rows(rows, p);
+    if let Some(r) = mains.iter().find(|r| r.method == SteerMethod::Rl) {
+        // Strictly fewer than every other row: a tie is not "the fewest".
+        let fewest = mains
+            .iter()
+            .filter(|o| o.method != SteerMethod::Rl)
+            .all(|o| r.turns_per_task < o.turns_per_task);
+        claim(
+            "RL steering leaves the fewest executor turns".into(),
+            (
+                format!(
+                    "{:.2} turns/task; Δ vs none {}",
+                    r.turns_per_task,
+                    interval(&r.turns_change, 2)
+                ),
+                if fewest {
+                    "holds (point estimates)"
+                } else {
+                    "does not hold (point estimates)"
+                }
+                .into(),
+            ),
+        );
+    }
+    let mut sweep = sweep_rows(rows);
+    sweep.reverse(); // ascending τ
+    if sweep.len() >= 2 {
+        let (c, ours, v) = tau_monotone_claim(
+            &sweep
+                .iter()
+                .map(|r| (r.tau, r.interventions_per_task))
+                .collect::<Vec<_>>(),
+        );
+        claim(c, (ours, v));
+        let per: Vec<(&Row, f64)> = sweep
+            .iter()
+            .filter_map(|r| r.gain_per_intervention.map(|g| (*r, g)))
+            .collect();
+        let numbers = per
+            .iter()
+            .map(|(r, g)| format!("τ {}: {g:+.2}", tau(r)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let floor = sweep.iter().all(|r| r.f1 == 0.0) && none.is_some_and(zero);
+        let fewest = per.iter().min_by(|a, b| {
+            a.0.interventions_per_task
+                .total_cmp(&b.0.interventions_per_task)
+        });
+        let best = per.iter().max_by(|a, b| a.1.total_cmp(&b.1));
+        let v = match (fewest, best) {
+            _ if floor => "no power (F1 is 0 everywhere)",
+            (Some(f), Some(b)) if per.len() >= 2 => {
+                if f.0.tau == b.0.tau {
+                    "holds (point estimates)"
+                } else {
+                    "does not hold (point estimates)"
+                }
+            }
+            _ => "no power (fewer than two τ with interventions)",
+        };
+        claim(
+            "Gain per intervention is highest at the lowest intervention frequency".into(),
+            (numbers, v.into()),
+        );
+    }
+    for x in &p.transfer {
+        claim(
+            format!(
+                "RL steering transfers to executor `{}` without retraining (paper +5.92 to +15.78)",
+                x.name
+            ),
+            judged(
+                eval(SteerMethod::None, &x.name),
+                eval(SteerMethod::Rl, &x.name),
+                true,
+            ),
+        );
+    }
+    out
 }
 
 fn markdown(
@@ -245,8 +493,10 @@ fn markdown(
     );
     md.push_str(&format!(
         "## Main comparison (training executor, τ = {})\n\n\
-         | Method | F1 | Δ F1 vs none | EM | answered % | interventions/task | executor turns/task | slow-path runs/task | paper: Δ F1 |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+         Δ: paired differences against no steering on the same (question, seed) pairs, with \
+         a 95 % bootstrap interval.\n\n\
+         | Method | F1 | Δ F1 vs none [95 %] | EM | answered % | interventions/task | executor turns/task | Δ turns [95 %] | slow-path runs/task | paper: Δ F1 |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
         p.steer.tau
     ));
     for r in main_rows(rows, p) {
@@ -257,14 +507,19 @@ fn markdown(
             .unwrap_or("");
         let ci = r.f1_ci95.map(|c| format!(" ± {c:.1}")).unwrap_or_default();
         md.push_str(&format!(
-            "| {} | {:.1}{ci} | {} | {:.1} | {:.0} | {:.2} | {:.2} | {:.2} | {paper} |\n",
+            "| {} | {:.1}{ci} | {} | {:.1} | {:.0} | {:.2} | {:.2} | {} | {:.2} | {paper} |\n",
             r.label,
             r.f1,
-            fmt(r.gain, 1),
+            if r.gain_ci.is_some() {
+                interval(&r.gain_ci, 1)
+            } else {
+                fmt(r.gain, 1)
+            },
             r.em,
             r.answered,
             r.interventions_per_task,
             r.turns_per_task,
+            interval(&r.turns_change, 2),
             r.slow_path_runs_per_task,
         ));
     }
@@ -317,7 +572,7 @@ fn markdown(
             md.push_str(&format!("- {}\n", describe_executor(x)));
         }
         md.push_str(
-            "\n| Executor | Method | F1 | Δ F1 vs none | interventions/task | executor turns/task |\n\
+            "\n| Executor | Method | F1 | Δ F1 vs none [95 %] | interventions/task | executor turns/task |\n\
              |---|---|---|---|---|---|\n",
         );
         for x in &p.transfer {
@@ -327,12 +582,22 @@ fn markdown(
                     x.name,
                     r.label,
                     r.f1,
-                    fmt(r.gain, 1),
+                    if r.gain_ci.is_some() {
+                        interval(&r.gain_ci, 1)
+                    } else {
+                        fmt(r.gain, 1)
+                    },
                     r.interventions_per_task,
                     r.turns_per_task
                 ));
             }
         }
+    }
+    md.push_str(
+        "\n## The paper's claims, measured here\n\n| Claim | Ours | Verdict |\n|---|---|---|\n",
+    );
+    for (c, ours, v) in claims(p, run, rows) {
+        md.push_str(&format!("| {c} | {ours} | {v} |\n"));
     }
     md.push_str(&training_table(&run.curve, run.bank_states));
     md.push_str(&stages_table(stages));
@@ -680,5 +945,95 @@ mod tests {
             ..e
         };
         assert_eq!(row(&one_seed).f1_ci95, None);
+    }
+
+    /// Verdicts follow the paired intervals (by hand: constant differences have a zero-width
+    /// interval at the difference), rows at the floor have no power, and what was not run is
+    /// said to be unmeasured.
+    #[test]
+    fn claims_read_the_paired_intervals() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let p = SteeringProfile::from_file(&crate::profile::profile_path(&root, "smoke")).unwrap();
+        assert_eq!(p.steer.tau, 0.5);
+        let eval = |method, executor: &str, tau: Option<f64>, f1: f64, turns, interventions| {
+            let results = (0..2u64)
+                .flat_map(|seed| {
+                    (0..10).map(move |q| QaResult {
+                        task: hier_envs::Task::new("test", q),
+                        seed,
+                        hops: Some(1),
+                        test_set: None,
+                        f1,
+                        em: f1,
+                        answered: true,
+                        turns,
+                        interventions,
+                        executor_tokens: 10,
+                    })
+                })
+                .collect();
+            Evaluation {
+                method,
+                executor: executor.into(),
+                tau,
+                results,
+                slow_path_runs: 0,
+            }
+        };
+        use SteerMethod as M;
+        let run = SteeringRun {
+            evaluations: vec![
+                eval(M::None, "main", None, 0.0, 6, 0),
+                eval(M::ZeroShot, "main", Some(0.5), 0.0, 6, 1),
+                eval(M::Planning, "main", None, 0.5, 5, 1),
+                eval(M::Verification, "main", None, 1.0, 4, 1),
+                eval(M::Rl, "main", Some(0.5), 1.0, 3, 1),
+                eval(M::Rl, "main", Some(0.3), 1.0, 3, 2),
+                eval(M::Rl, "main", Some(0.7), 0.8, 3, 0),
+                eval(M::None, "transfer", None, 0.5, 6, 0),
+                eval(M::Rl, "transfer", Some(0.5), 0.2, 6, 1),
+            ],
+            curve: Vec::new(),
+            bank_states: 0,
+            wall_seconds: 0.0,
+        };
+        // τ 0.7 with no interventions has no gain per intervention: only 0.3 and 0.5 compare.
+        let rows = rows(&run);
+        let c = claims(&p, &run, &rows);
+        let find = |what: &str| {
+            c.iter()
+                .find(|(claim, _, _)| claim.contains(what))
+                .unwrap_or_else(|| panic!("no claim {what}: {c:?}"))
+        };
+        assert_eq!(find("Zero-shot").2, "no power (F1 is 0 in both)");
+        let helps = find("RL steering helps");
+        assert_eq!(
+            (helps.1.as_str(), helps.2.as_str()),
+            ("+100.00 [+100.00, +100.00]", "holds")
+        );
+        assert_eq!(find("above the planning").1, "+50.00 [+50.00, +50.00]");
+        assert_eq!(find("above the planning").2, "holds");
+        assert_eq!(
+            find("above the verification").2,
+            "no power (the interval covers 0)"
+        );
+        assert_eq!(find("above filtered BC").2, "no power (not measured)");
+        assert_eq!(find("fewest executor turns").2, "holds (point estimates)");
+        assert!(
+            find("fewest executor turns")
+                .1
+                .contains("-3.00 [-3.00, -3.00]")
+        );
+        assert_eq!(find("monotone").1, "0.30: 2.00, 0.50: 1.00, 0.70: 0.00");
+        assert_eq!(find("monotone").2, "holds (point estimates)");
+        // τ 0.3: +100 / 2 = 50 per intervention; τ 0.5: +100 / 1 = 100, the fewer.
+        assert_eq!(
+            find("Gain per intervention").1,
+            "τ 0.30: +50.00, τ 0.50: +100.00"
+        );
+        assert_eq!(find("Gain per intervention").2, "holds (point estimates)");
+        assert_eq!(find("executor `transfer`").1, "-30.00 [-30.00, -30.00]");
+        assert_eq!(find("executor `transfer`").2, "does not hold");
+        assert_eq!(find("executor `smaller`").2, "no power (not measured)");
     }
 }

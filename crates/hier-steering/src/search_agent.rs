@@ -19,6 +19,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::prompting::{Render, RolePrompt};
 use hier_train::SharedErrors as _;
 use hier_train::policy::{TextPolicy, Trace};
 
@@ -62,6 +63,84 @@ pub fn executor_prompt(
         p.push_str("Give your final answer now.\n<think>");
     }
     p
+}
+
+/// The worked example an instruct executor is shown (our own invented question and pages, not
+/// from any data set): SmolLM2-135M-Instruct given only [`INSTRUCTION`] writes prose, or copies
+/// the tags without a query.
+pub const WORKED_EXAMPLE: &str = "Example:\nQuestion: Who founded the studio that made Blue \
+Lantern?\n<think>I need the studio of Blue Lantern.</think> <search> Blue Lantern </search>\n\
+<information>[Doc 1](blue-lantern):\nBlue Lantern is a game made by Oravo Works.</information>\n\
+<think>Now who founded Oravo Works.</think> <search> Oravo Works </search>\n\
+<information>[Doc 1](oravo-works):\nOravo Works was founded by Tal Meren.</information>\n\
+<think>Tal Meren founded it.</think> <answer> Tal Meren </answer>\nEnd of example.";
+
+/// How the executor's prompts are written and reach its model.
+///
+/// - `worked_example = false` ([`ExecutorPrompting::PLAIN`]): [`executor_prompt`], the text
+///   SFT executors learned, continued as it is.
+/// - `worked_example = true`, for an instruct model playing as it is: the instruction,
+///   [`WORKED_EXAMPLE`], the question, notes, the turns so far, and the question again (a
+///   135M model otherwise answers the last thing it read); the reply starts at `<search>`
+///   until the first search, at `<answer>` when told to answer now, and at `<` (one of the
+///   calls) otherwise. Measured on SmolLM2-135M-Instruct over 12–24 one- and two-hop
+///   questions: with only the instruction (or a reply started at `<think>`) under half its
+///   turns held a call; with the example and these starts every turn did.
+#[derive(Clone, Copy)]
+pub struct ExecutorPrompting<'a> {
+    pub worked_example: bool,
+    pub render: Render<'a>,
+}
+
+impl ExecutorPrompting<'_> {
+    /// The SFT executors' prompts, as raw text.
+    pub const PLAIN: ExecutorPrompting<'static> = ExecutorPrompting {
+        worked_example: false,
+        render: Render::Raw,
+    };
+
+    /// The prompt of the executor's next turn, and how its reply starts.
+    pub fn prompt(
+        &self,
+        question: &str,
+        turns: &[(String, String)],
+        guidance: &[String],
+        answer_now: bool,
+    ) -> RolePrompt {
+        if !self.worked_example {
+            return RolePrompt {
+                text: executor_prompt(question, turns, guidance, answer_now),
+                reply_prefix: "",
+            };
+        }
+        let q = question.trim();
+        let mut p = format!("{INSTRUCTION}\n{WORKED_EXAMPLE}\nQuestion: {q}\n");
+        for g in guidance {
+            p.push_str(&format!("Note from a supervisor: {g}\n"));
+        }
+        for (turn, obs) in turns {
+            p.push_str(&format!("{turn}\n"));
+            if !obs.is_empty() {
+                p.push_str(&format!("{obs}\n"));
+            }
+        }
+        if answer_now {
+            p.push_str("Give your final answer now.\n");
+        }
+        p.push_str(&format!("Question: {q}"));
+        let searched = turns
+            .iter()
+            .any(|(t, _)| matches!(parse_call(t), Some(Call::Search(_))));
+        let reply_prefix = match (answer_now, searched) {
+            (true, _) => "<answer>",
+            (false, false) => "<search>",
+            (false, true) => "<",
+        };
+        RolePrompt {
+            text: p,
+            reply_prefix,
+        }
+    }
 }
 
 /// The tags of the executor's tool calls.
@@ -369,11 +448,12 @@ pub fn rollout_search(
     envs: &mut [Box<dyn Env>],
     tasks: &[Task],
     executor: &mut dyn TextPolicy,
+    prompting: ExecutorPrompting<'_>,
     supervisor: Option<&mut dyn Supervisor>,
     origin: &str,
 ) -> Result<Vec<SearchEpisode>> {
     let starts: Vec<SearchStart> = tasks.iter().map(SearchStart::fresh).collect();
-    rollout_search_from(envs, &starts, executor, supervisor, origin)
+    rollout_search_from(envs, &starts, executor, prompting, supervisor, origin)
 }
 
 /// [`rollout_search`] from given starts: each start's turns are replayed first (and checked:
@@ -383,6 +463,7 @@ pub fn rollout_search_from(
     envs: &mut [Box<dyn Env>],
     starts: &[SearchStart],
     executor: &mut dyn TextPolicy,
+    prompting: ExecutorPrompting<'_>,
     mut supervisor: Option<&mut dyn Supervisor>,
     origin: &str,
 ) -> Result<Vec<SearchEpisode>> {
@@ -446,11 +527,11 @@ pub fn rollout_search_from(
                 l.ep.interventions.push((l.ep.turns.len(), d));
             }
         }
-        let prompts: Vec<String> = active
+        let prompts: Vec<RolePrompt> = active
             .iter()
             .map(|&i| {
                 let l = &live[i];
-                executor_prompt(
+                prompting.prompt(
                     &l.ep.trace.episode.task,
                     &l.ep.turns,
                     &l.guidance,
@@ -458,14 +539,25 @@ pub fn rollout_search_from(
                 )
             })
             .collect();
-        let replies = executor.reply(&prompts)?;
+        let rendered = prompts
+            .iter()
+            .map(|p| prompting.render.render(p))
+            .collect::<Result<Vec<String>>>()?;
+        let replies = executor.reply(&rendered)?;
+        if replies.len() != prompts.len() {
+            return Err(Error::invalid(format!(
+                "the executor gave {} replies for {} prompts",
+                replies.len(),
+                prompts.len()
+            )));
+        }
         let mut actions: Vec<Option<String>> = vec![None; live.len()];
-        for (&i, r) in active.iter().zip(&replies) {
+        for ((&i, r), p) in active.iter().zip(&replies).zip(&prompts) {
             let l = &mut live[i];
             l.ep.trace.prompt_tokens += r.prompt_tokens;
             l.ep.trace.generated_tokens += r.generated_tokens;
             l.ep.trace.sys2_calls += 1;
-            let mut turn = complete_call(&r.text);
+            let mut turn = complete_call(&format!("{}{}", p.reply_prefix, r.text));
             if l.answer_now && !turn.starts_with("<think>") && turn.contains("</think>") {
                 // The answer-now prompt opened the thought.
                 turn = format!("<think>{turn}");

@@ -43,7 +43,7 @@ use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::search_agent::Intervention;
+use crate::search_agent::{ExecutorPrompting, Intervention};
 use crate::steer_agent::{
     AnswerTokens, Protocol, SteerConfig, encode_prompt, log_odds, read_slow_path, sample_slow,
 };
@@ -267,12 +267,24 @@ pub fn train_steering(
     tok: &Tokenizer,
     envs: &mut [Box<dyn Env>],
     executor: &mut dyn TextPolicy,
+    prompting: ExecutorPrompting<'_>,
     bank_states: &[BankState],
     cfg: &SteerTrainConfig,
     out: &Path,
     opts: &RunOptions,
 ) -> Result<(CausalLm, Vec<RoundPoint>)> {
-    train_steering_with(lm, tok, envs, executor, bank_states, cfg, out, opts, None)
+    train_steering_with(
+        lm,
+        tok,
+        envs,
+        executor,
+        prompting,
+        bank_states,
+        cfg,
+        out,
+        opts,
+        None,
+    )
 }
 
 /// Writes a round's slow-path texts (what follows each prompt's `<think>`) for the prompts
@@ -290,6 +302,7 @@ pub fn train_steering_with(
     tok: &Tokenizer,
     envs: &mut [Box<dyn Env>],
     executor: &mut dyn TextPolicy,
+    prompting: ExecutorPrompting<'_>,
     bank_states: &[BankState],
     cfg: &SteerTrainConfig,
     out: &Path,
@@ -306,6 +319,7 @@ pub fn train_steering_with(
     let mut process = SearchProcess {
         envs,
         executor,
+        prompting,
         states: bank_states,
         steer: cfg.steer.clone(),
         parallel: cfg.parallel,

@@ -9,7 +9,7 @@ use hier_envs::{Env, Task};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::search_agent::{SearchStart, SearchState, rollout_search_from};
+use crate::search_agent::{ExecutorPrompting, SearchStart, SearchState, rollout_search_from};
 use crate::steer_agent::{Protocol, SEARCH_PROTOCOL, SlowOutput, SteerConfig, observation};
 use hier_train::SharedErrors as _;
 use hier_train::policy::TextPolicy;
@@ -75,6 +75,7 @@ pub fn collect_states(
     envs: &mut [Box<dyn Env>],
     tasks: &[Task],
     executor: &mut dyn TextPolicy,
+    prompting: ExecutorPrompting<'_>,
     seed: u64,
 ) -> Result<Vec<BankState>> {
     if envs.is_empty() {
@@ -87,6 +88,7 @@ pub fn collect_states(
             &mut envs[..chunk.len()],
             chunk,
             executor,
+            prompting,
             None,
             "steering-bank",
         )?;
@@ -140,6 +142,7 @@ pub trait SteeredProcess {
 pub struct SearchProcess<'a> {
     pub envs: &'a mut [Box<dyn Env>],
     pub executor: &'a mut dyn TextPolicy,
+    pub prompting: ExecutorPrompting<'a>,
     pub states: &'a [BankState],
     pub steer: SteerConfig,
     pub parallel: usize,
@@ -183,7 +186,14 @@ impl SteeredProcess for SearchProcess<'_> {
         self.executor.reseed(seed);
         let mut returns = Vec::with_capacity(starts.len());
         for chunk in starts.chunks(self.parallel) {
-            let eps = rollout_search_from(self.envs, chunk, self.executor, None, "steering-train")?;
+            let eps = rollout_search_from(
+                self.envs,
+                chunk,
+                self.executor,
+                self.prompting,
+                None,
+                "steering-train",
+            )?;
             returns.extend(eps.iter().map(|e| e.score));
         }
         Ok(returns)

@@ -6,8 +6,10 @@ use std::collections::HashMap;
 use hier_envs::qa::env::{QaEnv, QaEnvConfig};
 use hier_envs::qa::world::{World, WorldConfig};
 use hier_envs::{Env, Split};
+use hier_steering::prompting::Render;
 use hier_steering::search_agent::{
-    Drift, DriftConfig, Intervention, SearchState, Supervisor, demonstrations, rollout_search,
+    Drift, DriftConfig, ExecutorPrompting, Intervention, SearchState, Supervisor, WORKED_EXAMPLE,
+    demonstrations, rollout_search,
 };
 use hier_train::policy::{Reply, TextPolicy};
 
@@ -149,14 +151,121 @@ fn a_supervisor_stops_a_looping_executor_and_its_answer_is_scored() {
     };
     let mut envs: Vec<Box<dyn Env>> = vec![Box::new(env())];
     let tasks = vec![looping.task.clone()];
-    let alone = rollout_search(&mut envs, &tasks, &mut exec, None, "test").unwrap();
+    let alone = rollout_search(
+        &mut envs,
+        &tasks,
+        &mut exec,
+        ExecutorPrompting::PLAIN,
+        None,
+        "test",
+    )
+    .unwrap();
     assert_eq!(alone[0].turns.len(), looping.turns.len());
     assert!(alone[0].interventions.is_empty());
-    let steered =
-        rollout_search(&mut envs, &tasks, &mut exec, Some(&mut NoRepeats), "test").unwrap();
+    let steered = rollout_search(
+        &mut envs,
+        &tasks,
+        &mut exec,
+        ExecutorPrompting::PLAIN,
+        Some(&mut NoRepeats),
+        "test",
+    )
+    .unwrap();
     let ep = &steered[0];
     assert_eq!(ep.interventions.len(), 1);
     assert_eq!(ep.interventions[0].1, Intervention::StopAndAnswer);
     assert!(ep.turns.len() < looping.turns.len(), "stopped early");
     assert!(ep.answered && ep.score == 1.0);
+}
+
+/// An instruct model's side of the worked-example prompts: it checks what it is shown and
+/// continues the call its reply was started with, as a model does.
+struct Continues {
+    question: String,
+    gold: String,
+    seen: Vec<String>,
+}
+
+impl TextPolicy for Continues {
+    fn reply(&mut self, prompts: &[String]) -> hier_train::Result<Vec<Reply>> {
+        Ok(prompts
+            .iter()
+            .map(|p| {
+                assert!(p.contains(WORKED_EXAMPLE), "{p}");
+                let asked_last = format!("Question: {}", self.question);
+                let text = if p.ends_with(&format!("{asked_last}<search>")) {
+                    " some entity".to_owned()
+                } else if p.ends_with(&format!(
+                    "Give your final answer now.\n{asked_last}<answer>"
+                )) {
+                    format!(" {} ", self.gold)
+                } else if p.ends_with(&format!("{asked_last}<")) {
+                    format!("answer> {}", self.gold)
+                } else {
+                    panic!("an unexpected start: {p}")
+                };
+                self.seen
+                    .push(p.rsplit(&asked_last).next().unwrap().to_owned());
+                Reply {
+                    prompt_tokens: p.len(),
+                    generated_tokens: text.len(),
+                    text,
+                }
+            })
+            .collect())
+    }
+}
+
+/// Asks for the answer after the first turn.
+struct StopAfterOne;
+
+impl Supervisor for StopAfterOne {
+    fn decide(
+        &mut self,
+        states: &[SearchState<'_>],
+    ) -> hier_steering::Result<Vec<Option<Intervention>>> {
+        Ok(states
+            .iter()
+            .map(|s| (s.turns.len() == 1).then_some(Intervention::StopAndAnswer))
+            .collect())
+    }
+}
+
+#[test]
+fn an_instruct_executor_is_shown_the_example_and_its_replies_continue_the_started_call() {
+    let e = env();
+    let task = e.tasks(Split::Id).unwrap()[0].clone();
+    let q = e.task(&task).unwrap();
+    let mut exec = Continues {
+        question: q.question.trim().to_owned(),
+        gold: q.answers[0].clone(),
+        seen: Vec::new(),
+    };
+    let prompting = ExecutorPrompting {
+        worked_example: true,
+        render: Render::Raw,
+    };
+    let mut envs: Vec<Box<dyn Env>> = vec![Box::new(env())];
+    let tasks = vec![task];
+    // Alone: a search first (the only call before anything is known), then any call.
+    let ep = &rollout_search(&mut envs, &tasks, &mut exec, prompting, None, "test").unwrap()[0];
+    assert_eq!(ep.turns[0].0, "<search> some entity </search>");
+    assert_eq!(ep.turns[1].0, format!("<answer> {} </answer>", exec.gold));
+    assert!(ep.answered && ep.score == 1.0);
+    assert_eq!(exec.seen, ["<search>", "<"]);
+    // Told to answer now: the reply starts at `<answer>`.
+    exec.seen.clear();
+    let ep = &rollout_search(
+        &mut envs,
+        &tasks,
+        &mut exec,
+        prompting,
+        Some(&mut StopAfterOne),
+        "test",
+    )
+    .unwrap()[0];
+    assert_eq!(ep.turns[1].0, format!("<answer> {} </answer>", exec.gold));
+    assert_eq!(ep.interventions, [(1, Intervention::StopAndAnswer)]);
+    assert!(ep.answered && ep.score == 1.0);
+    assert_eq!(exec.seen, ["<search>", "<answer>"]);
 }

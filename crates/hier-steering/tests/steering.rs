@@ -10,9 +10,12 @@ use hier_envs::qa::env::{QaEnv, QaEnvConfig};
 use hier_envs::qa::world::{World, WorldConfig};
 use hier_envs::{Env, Split};
 use hier_steering::search_agent::{
-    Intervention, MAX_REJECTIONS, SearchStart, SearchState, Supervisor, rejection_observation,
-    rollout_search_from,
+    ExecutorPrompting, Intervention, MAX_REJECTIONS, SearchStart, SearchState, Supervisor,
+    rejection_observation, rollout_search_from,
 };
+
+/// The SFT executors' prompts (the scripted executor reads them).
+const PLAIN: ExecutorPrompting<'static> = ExecutorPrompting::PLAIN;
 use hier_steering::steer_agent::SteerConfig;
 use hier_steering::steer_train::{BankState, StateRecord, SteerTrainConfig, train_steering_with};
 use hier_train::optim::OptimConfig;
@@ -142,6 +145,7 @@ fn episodes_resume_from_states_and_a_verifier_rejects_a_bounded_number_of_answer
         &mut envs,
         std::slice::from_ref(&start),
         &mut exec,
+        PLAIN,
         None,
         "t",
     )
@@ -152,7 +156,7 @@ fn episodes_resume_from_states_and_a_verifier_rejects_a_bounded_number_of_answer
     // A start whose recorded observation the environment does not reproduce is refused.
     let mut bad = start.clone();
     bad.turns[0].1 = "<information>something else</information>".into();
-    let err = rollout_search_from(&mut envs, &[bad], &mut exec, None, "t")
+    let err = rollout_search_from(&mut envs, &[bad], &mut exec, PLAIN, None, "t")
         .unwrap_err()
         .to_string();
     assert!(err.contains("replaying turn 0"), "{err}");
@@ -161,6 +165,7 @@ fn episodes_resume_from_states_and_a_verifier_rejects_a_bounded_number_of_answer
         &mut envs,
         &[SearchStart::fresh(&task)],
         &mut exec,
+        PLAIN,
         Some(&mut Nitpicker),
         "t",
     )
@@ -175,7 +180,7 @@ fn episodes_resume_from_states_and_a_verifier_rejects_a_bounded_number_of_answer
         turns: ep.turns[..1].to_vec(),
         ..SearchStart::fresh(&task)
     };
-    let again = rollout_search_from(&mut envs, &[resumed], &mut exec, None, "t").unwrap();
+    let again = rollout_search_from(&mut envs, &[resumed], &mut exec, PLAIN, None, "t").unwrap();
     assert!(again[0].answered && again[0].turns.len() == 2);
 }
 
@@ -291,6 +296,7 @@ fn train(dir: &Path, stop_after: Option<usize>) -> Vec<StateRecord> {
         &tok,
         &mut envs,
         &mut exec,
+        PLAIN,
         &bank(&e),
         &train_config(),
         dir,

@@ -89,6 +89,7 @@ fn file_data_runs_with_any_retriever_to_the_same_tables() {
         drift: None,
         sft: None,
         chat: false,
+        worked_example: true,
         seed: 0,
     };
     let BackboneSpec::Pretrain { model, train } = &smoke_backbone else {
