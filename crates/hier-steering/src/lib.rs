@@ -4,7 +4,8 @@
 //! a frozen executor and intervenes when it drifts.
 //!
 //! - the search executor on retrieval QA, its drifted demonstrations and batched rollouts
-//!   resumable from any state ([`search_agent`]);
+//!   resumable from any state ([`search_agent`]), prompted as an SFT executor or as an instruct
+//!   model playing as it is ([`prompting`]);
 //! - the steering agent: observation, one-pass fast path, τ gate, slow path, and the planning
 //!   and verification supervisors ([`steer_agent`]);
 //! - its training (GRPO with the no-intervention baseline in the group plus RankNet) over any

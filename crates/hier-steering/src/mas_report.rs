@@ -13,12 +13,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::mas_pipeline::{MasEvaluation, MasMethod, MasProfile, MasRun};
-use crate::report::{
-    interval, mean, paired_difference, tau_monotone_claim, verdict, verdict_small,
-};
+use crate::report::{mean, tau_monotone_claim};
 use hier_train::SharedErrors as _;
 use hier_train::charts::{Drawn, PALETTE, Series, grouped_bars};
-use hier_train::metrics::{PairedDifference, estimate};
+use hier_train::metrics::{
+    PairedDifference, estimate, paired_by_key, show_paired, verdict, verdict_small,
+};
 use hier_train::stages::{BackboneSpec, StageRecord, write_json};
 
 /// The paper's pipeline results (METHODS.md B; F1 points over no steering; agent turns per
@@ -85,7 +85,7 @@ fn difference(
     e: &MasEvaluation,
     f: impl Fn(&crate::mas_pipeline::MasResult) -> f64 + Copy,
 ) -> Option<PairedDifference> {
-    paired_difference(&paired(base, f), &paired(e, f))
+    paired_by_key(&paired(base, f), &paired(e, f))
 }
 
 /// Summarises one evaluation against the no-steering one (`base`).
@@ -192,12 +192,12 @@ fn claims(p: &MasProfile, rows: &[MasRow]) -> Vec<(String, String, String)> {
     if let Some(f) = at(MasMethod::Forced) {
         out.push((
             "Forced intervention at every handoff hurts (paper −7.14 F1)".into(),
-            interval(&f.gain, 2),
+            show_paired(&f.gain, 2),
             verdict(&f.gain, false, f.f1),
         ));
         out.push((
             "… and raises agent turns (paper 9.2 → 24.1 per task)".into(),
-            interval(&f.turns_change, 2),
+            show_paired(&f.turns_change, 2),
             self::verdict(&f.turns_change, true).into(),
         ));
     }
@@ -208,14 +208,14 @@ fn claims(p: &MasProfile, rows: &[MasRow]) -> Vec<(String, String, String)> {
         };
         out.push((
             "Zero-shot steering changes little (paper −1.04; read: within ±3 points)".into(),
-            interval(&z.gain, 2),
+            show_paired(&z.gain, 2),
             v,
         ));
     }
     if let Some(r) = at(MasMethod::Rl) {
         out.push((
             "RL steering helps (paper +3.90 / +5.34)".into(),
-            interval(&r.gain, 2),
+            show_paired(&r.gain, 2),
             verdict(&r.gain, true, r.f1),
         ));
         out.push((
@@ -279,9 +279,9 @@ fn markdown(p: &MasProfile, run: &MasRun, rows: &[MasRow], stages: &[StageRecord
             r.f1,
             fmt(r.f1_ci95, 2),
             r.em,
-            interval(&r.gain, 2),
+            show_paired(&r.gain, 2),
             r.agent_turns_per_task,
-            interval(&r.turns_change, 2),
+            show_paired(&r.turns_change, 2),
             r.interventions_per_task,
             100.0 * r.coverage,
             r.rejects_per_task,
@@ -316,7 +316,7 @@ fn markdown(p: &MasProfile, run: &MasRun, rows: &[MasRow], stages: &[StageRecord
                 },
                 r.f1,
                 fmt(r.f1_ci95, 2),
-                interval(&r.gain, 2),
+                show_paired(&r.gain, 2),
                 r.interventions_per_task,
                 100.0 * r.coverage,
                 fmt(per, 2),

@@ -16,7 +16,7 @@ use crate::profile::{ExecutorSpec, SteerMethod, SteeringProfile};
 use crate::results::{Evaluation, SteeringRun};
 use hier_train::SharedErrors as _;
 use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars};
-use hier_train::metrics::{PairedDifference, paired_bootstrap};
+use hier_train::metrics::{PairedDifference, paired_by_key, show_paired, verdict, verdict_small};
 use hier_train::stages::BackboneSpec;
 use hier_train::stages::{StageRecord, write_json};
 
@@ -69,45 +69,6 @@ pub struct Row {
     pub turns_change: Option<PairedDifference>,
 }
 
-/// Bootstrap resamples of the paired comparisons.
-const RESAMPLES: usize = 2000;
-
-/// `b − a` over the (question, seed) pairs both played, with a 95 % paired bootstrap
-/// interval (seed 0); `None` when they did not play the same pairs.
-pub(crate) fn paired_difference(
-    a: &BTreeMap<(String, u64), f64>,
-    b: &BTreeMap<(String, u64), f64>,
-) -> Option<PairedDifference> {
-    if a.len() != b.len() || a.keys().ne(b.keys()) {
-        return None;
-    }
-    let xs: Vec<f64> = a.values().copied().collect();
-    let ys: Vec<f64> = b.values().copied().collect();
-    paired_bootstrap(&xs, &ys, RESAMPLES, 0)
-}
-
-/// A paired difference as `+m [lo, hi]`.
-pub(crate) fn interval(d: &Option<PairedDifference>, digits: usize) -> String {
-    match d {
-        Some(d) => format!(
-            "{:+.digits$} [{:+.digits$}, {:+.digits$}]",
-            d.mean, d.lo, d.hi
-        ),
-        None => "–".into(),
-    }
-}
-
-/// A verdict from a paired interval: the claimed direction holds when the interval excludes
-/// 0 on its side, does not when it excludes 0 on the other, and has no power otherwise.
-pub(crate) fn verdict(d: &Option<PairedDifference>, positive: bool) -> &'static str {
-    match d {
-        None => "no power (not measured)",
-        Some(d) if (positive && d.lo > 0.0) || (!positive && d.hi < 0.0) => "holds",
-        Some(d) if (positive && d.hi < 0.0) || (!positive && d.lo > 0.0) => "does not hold",
-        Some(_) => "no power (the interval covers 0)",
-    }
-}
-
 /// Per (question, seed) values of `f` over an evaluation.
 fn keyed(
     e: &Evaluation,
@@ -121,7 +82,7 @@ fn keyed(
 
 /// F1 points of `b` over `a` on the same pairs.
 fn f1_difference(a: &Evaluation, b: &Evaluation) -> Option<PairedDifference> {
-    paired_difference(&keyed(a, |r| 100.0 * r.f1), &keyed(b, |r| 100.0 * r.f1))
+    paired_by_key(&keyed(a, |r| 100.0 * r.f1), &keyed(b, |r| 100.0 * r.f1))
 }
 
 /// The mean, NaN (printed as such) when there is nothing to average.
@@ -193,7 +154,7 @@ pub fn rows(run: &SteeringRun) -> Vec<Row> {
         if let Some(b) = base.filter(|_| e.method != SteerMethod::None) {
             r.gain_ci = f1_difference(b, e);
             let turns = |x: &crate::results::QaResult| x.turns as f64;
-            r.turns_change = paired_difference(&keyed(b, turns), &keyed(e, turns));
+            r.turns_change = paired_by_key(&keyed(b, turns), &keyed(e, turns));
         }
     }
     let base: BTreeMap<String, f64> = rows
@@ -291,17 +252,6 @@ fn sweep_rows(rows: &[Row]) -> Vec<&Row> {
     s
 }
 
-/// A verdict on "changes little": holds when the paired interval lies within ±`bound`
-/// points, does not when it lies beyond, no power when it is wider.
-pub(crate) fn verdict_small(d: &Option<PairedDifference>, bound: f64) -> String {
-    match d {
-        None => "no power (not measured)".into(),
-        Some(d) if d.lo >= -bound && d.hi <= bound => "holds".into(),
-        Some(d) if d.hi < -bound || d.lo > bound => "does not hold".into(),
-        Some(_) => format!("no power (the interval is wider than ±{bound})"),
-    }
-}
-
 /// "τ is monotone in interventions" over `(τ, interventions per task)` in ascending τ: each
 /// higher τ intervenes no more often (point estimates).
 pub(crate) fn tau_monotone_claim(points: &[(Option<f64>, f64)]) -> (String, String, String) {
@@ -344,8 +294,8 @@ fn claims(p: &SteeringProfile, run: &SteeringRun, rows: &[Row]) -> Vec<(String, 
     let judged = |a, b, positive: bool| -> (String, String) {
         match compare(a, b) {
             None => ("–".into(), "no power (not measured)".into()),
-            Some((d, true)) => (interval(&d, 2), "no power (F1 is 0 in both)".into()),
-            Some((d, false)) => (interval(&d, 2), verdict(&d, positive).into()),
+            Some((d, true)) => (show_paired(&d, 2), "no power (F1 is 0 in both)".into()),
+            Some((d, false)) => (show_paired(&d, 2), verdict(&d, positive).into()),
         }
     };
     let tau = |r: &Row| r.tau.map_or("–".into(), |t| format!("{t:.2}"));
@@ -355,8 +305,8 @@ fn claims(p: &SteeringProfile, run: &SteeringRun, rows: &[Row]) -> Vec<(String, 
     let rl = eval(SteerMethod::Rl, "main");
     let small = match compare(none, eval(SteerMethod::ZeroShot, "main")) {
         None => ("–".into(), "no power (not measured)".into()),
-        Some((d, true)) => (interval(&d, 2), "no power (F1 is 0 in both)".into()),
-        Some((d, false)) => (interval(&d, 2), verdict_small(&d, 3.0)),
+        Some((d, true)) => (show_paired(&d, 2), "no power (F1 is 0 in both)".into()),
+        Some((d, false)) => (show_paired(&d, 2), verdict_small(&d, 3.0)),
     };
     claim(
         "Zero-shot steering gains little (paper +1.84; read: within ±3 points)".into(),
@@ -390,7 +340,7 @@ fn claims(p: &SteeringProfile, run: &SteeringRun, rows: &[Row]) -> Vec<(String, 
                 format!(
                     "{:.2} turns/task; Δ vs none {}",
                     r.turns_per_task,
-                    interval(&r.turns_change, 2)
+                    show_paired(&r.turns_change, 2)
                 ),
                 if fewest {
                     "holds (point estimates)"
@@ -511,7 +461,7 @@ fn markdown(
             r.label,
             r.f1,
             if r.gain_ci.is_some() {
-                interval(&r.gain_ci, 1)
+                show_paired(&r.gain_ci, 1)
             } else {
                 fmt(r.gain, 1)
             },
@@ -519,7 +469,7 @@ fn markdown(
             r.answered,
             r.interventions_per_task,
             r.turns_per_task,
-            interval(&r.turns_change, 2),
+            show_paired(&r.turns_change, 2),
             r.slow_path_runs_per_task,
         ));
     }
@@ -583,7 +533,7 @@ fn markdown(
                     r.label,
                     r.f1,
                     if r.gain_ci.is_some() {
-                        interval(&r.gain_ci, 1)
+                        show_paired(&r.gain_ci, 1)
                     } else {
                         fmt(r.gain, 1)
                     },

@@ -67,6 +67,59 @@ impl PairedDifference {
     pub fn significant(&self) -> bool {
         self.lo > 0.0 || self.hi < 0.0
     }
+
+    /// `+mean [lo, hi]` with `digits` decimals.
+    pub fn show(&self, digits: usize) -> String {
+        format!(
+            "{:+.digits$} [{:+.digits$}, {:+.digits$}]",
+            self.mean, self.lo, self.hi
+        )
+    }
+}
+
+/// Bootstrap resamples of the reports' paired comparisons.
+pub const PAIRED_RESAMPLES: usize = 2000;
+
+/// [`PairedDifference`] of `b` over `a` on the keys (task, seed, …) both hold, from
+/// [`PAIRED_RESAMPLES`] resamples with seed 0; `None` when they do not hold the same keys.
+pub fn paired_by_key<K: Ord>(
+    a: &std::collections::BTreeMap<K, f64>,
+    b: &std::collections::BTreeMap<K, f64>,
+) -> Option<PairedDifference> {
+    if a.len() != b.len() || a.keys().ne(b.keys()) {
+        return None;
+    }
+    let xs: Vec<f64> = a.values().copied().collect();
+    let ys: Vec<f64> = b.values().copied().collect();
+    paired_bootstrap(&xs, &ys, PAIRED_RESAMPLES, 0)
+}
+
+/// A paired difference as `+m [lo, hi]`, `–` when there is none.
+pub fn show_paired(d: &Option<PairedDifference>, digits: usize) -> String {
+    d.map_or_else(|| "–".into(), |d| d.show(digits))
+}
+
+/// How a paired interval reads against a claimed direction (`positive`: b above a): the
+/// claim holds when the interval excludes 0 on its side, does not when it excludes 0 on the
+/// other, and has no power otherwise.
+pub fn verdict(d: &Option<PairedDifference>, positive: bool) -> &'static str {
+    match d {
+        None => "no power (not measured)",
+        Some(d) if (positive && d.lo > 0.0) || (!positive && d.hi < 0.0) => "holds",
+        Some(d) if (positive && d.hi < 0.0) || (!positive && d.lo > 0.0) => "does not hold",
+        Some(_) => "no power (the interval covers 0)",
+    }
+}
+
+/// How a paired interval reads against "changes little": holds within ±`bound`, does not
+/// beyond it, no power when the interval is wider.
+pub fn verdict_small(d: &Option<PairedDifference>, bound: f64) -> String {
+    match d {
+        None => "no power (not measured)".into(),
+        Some(d) if d.lo >= -bound && d.hi <= bound => "holds".into(),
+        Some(d) if d.hi < -bound || d.lo > bound => "does not hold".into(),
+        Some(_) => format!("no power (the interval is wider than ±{bound})"),
+    }
 }
 
 /// [`PairedDifference`] of `b` over `a` (`None` when they differ in length or are empty).
@@ -162,6 +215,40 @@ mod tests {
     /// Against normal theory (the CLT, independent of the code): for 400 differences with
     /// mean 0.3 and sample sd s, the bootstrap interval of the mean is ≈ 0.3 ± 1.96·s/√400 —
     /// within a few percent of its width; constant differences give a zero-width interval.
+    #[test]
+    fn verdicts_read_the_interval_against_the_claimed_direction() {
+        let d = |lo, hi| {
+            Some(PairedDifference {
+                mean: (lo + hi) / 2.0,
+                lo,
+                hi,
+                n: 10,
+            })
+        };
+        assert_eq!(verdict(&d(0.5, 2.0), true), "holds");
+        assert_eq!(verdict(&d(0.5, 2.0), false), "does not hold");
+        assert_eq!(verdict(&d(-2.0, -0.5), false), "holds");
+        assert_eq!(
+            verdict(&d(-1.0, 1.0), true),
+            "no power (the interval covers 0)"
+        );
+        assert_eq!(verdict(&None, true), "no power (not measured)");
+        assert_eq!(verdict_small(&d(-2.0, 2.5), 3.0), "holds");
+        assert_eq!(verdict_small(&d(3.5, 6.0), 3.0), "does not hold");
+        assert_eq!(
+            verdict_small(&d(-1.0, 4.0), 3.0),
+            "no power (the interval is wider than ±3)"
+        );
+        assert_eq!(d(-1.0, 4.0).unwrap().show(1), "+1.5 [-1.0, +4.0]");
+        // Keyed pairs: only the same keys compare.
+        let a: std::collections::BTreeMap<u32, f64> = [(1, 0.0), (2, 1.0)].into();
+        let b: std::collections::BTreeMap<u32, f64> = [(1, 1.0), (2, 2.0)].into();
+        let c: std::collections::BTreeMap<u32, f64> = [(1, 1.0), (3, 2.0)].into();
+        let same = paired_by_key(&a, &b).unwrap();
+        assert_eq!((same.mean, same.lo, same.hi, same.n), (1.0, 1.0, 1.0, 2));
+        assert_eq!(paired_by_key(&a, &c), None);
+    }
+
     #[test]
     fn the_paired_bootstrap_interval_matches_normal_theory() {
         use rand::{Rng, SeedableRng};

@@ -158,11 +158,13 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
                 &profile.eval,
             )?;
             for (split, tasks, _) in &eval_tasks {
+                let results = of_tasks(&results, tasks);
                 cells.push(Cell {
                     method: *method,
                     env: *env_name,
                     split: *split,
-                    summary: summarise(&of_tasks(&results, tasks)),
+                    summary: summarise(&results),
+                    results,
                 });
             }
         }

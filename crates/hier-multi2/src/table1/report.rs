@@ -12,8 +12,8 @@ use crate::error::Result;
 use crate::online_rl::CurvePoint;
 use crate::table1::profile::{Method, Profile};
 use crate::table1::results::{AblationCell, AblationRow, Cell, ablation_rows};
-use hier_train::metrics::estimate;
 use hier_train::metrics::token_efficiency;
+use hier_train::metrics::{estimate, paired_by_key, show_paired};
 use hier_train::stages::write_json;
 use hier_train::stages::{RunConfig, StageRecord};
 
@@ -52,6 +52,47 @@ fn commit() -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Multi² against every other method, per column, on the same (task, seed) pairs: the paired
+/// differences of success (percentage points) and final score (Multi² − the method) with 95 %
+/// bootstrap intervals. A method that did not play the same pairs (Reflexion with its own
+/// seeds) gets `–`.
+fn paired_section(profile: &Profile, cells: &[Cell]) -> String {
+    let mut md = String::from(
+        "\n## Multi² against each method, paired on the same tasks and seeds (Multi² − method; 95 % bootstrap interval)\n\n| Column | Method | Pairs | Δ success (points) | Δ final score |\n|---|---|---|---|---|\n",
+    );
+    let mut any = false;
+    for (env, split) in crate::envs::columns() {
+        let Some(m2) = cells
+            .iter()
+            .find(|c| c.method == Method::Multi2 && c.env == env && c.split == split)
+        else {
+            continue;
+        };
+        let success = |c: &Cell| c.keyed(|r| if r.success { 100.0 } else { 0.0 });
+        let score = |c: &Cell| c.keyed(|r| r.score);
+        for m in profile.methods.iter().filter(|m| **m != Method::Multi2) {
+            let Some(other) = cells
+                .iter()
+                .find(|c| c.method == *m && c.env == env && c.split == split)
+            else {
+                continue;
+            };
+            let ds = paired_by_key(&success(other), &success(m2));
+            let dv = paired_by_key(&score(other), &score(m2));
+            any = true;
+            md.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                env.column_label(split),
+                m.label(),
+                ds.map_or("–".into(), |d| d.n.to_string()),
+                show_paired(&ds, 1),
+                show_paired(&dv, 3),
+            ));
+        }
+    }
+    if any { md } else { String::new() }
 }
 
 /// Writes `table1.{md,json,csv}` and the figures into `cfg.out`.
@@ -148,6 +189,7 @@ pub fn write(
             c.summary.pass1.map_or("".into(), |p| format!("{p:.1}"))
         ));
     }
+    md.push_str(&paired_section(profile, cells));
     if !curves.is_empty() {
         md.push_str("\n## Offline → online learning curve (Multi², success % / mean final score of the training rollouts; iteration 0 = the offline policy)\n\n| Env | ");
         let n = curves.values().map(Vec::len).max().unwrap_or(0);
@@ -279,4 +321,61 @@ pub fn write(
         },
     )?;
     crate::table1::figures::draw_all(&cfg.out, profile, cells, curves, &eff, &rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hier_train::eval::{EpisodeResult, summarise};
+
+    fn cell(method: Method, seeds: &[u64], success: impl Fn(u64, u64) -> bool) -> Cell {
+        let results: Vec<EpisodeResult> = seeds
+            .iter()
+            .flat_map(|&seed| {
+                let success = &success;
+                (0..4u64).map(move |t| EpisodeResult {
+                    task: hier_envs::Task::new("id", t),
+                    seed,
+                    success: success(t, seed),
+                    score: if success(t, seed) { 1.0 } else { 0.25 },
+                    steps: 5,
+                    tokens: 100,
+                    sys1_calls: 1,
+                    expert_steps: Some(5),
+                    pass1: None,
+                })
+            })
+            .collect();
+        Cell {
+            method,
+            env: EnvKind::Textcraft,
+            split: Split::Id,
+            summary: summarise(&results),
+            results,
+        }
+    }
+
+    /// By hand: Multi² solves every (task, seed) pair and ReAct none, so every paired
+    /// difference is +100 points (+0.75 in score) and the interval has zero width; Reflexion
+    /// played other seeds, so nothing pairs.
+    #[test]
+    fn multi2_is_paired_with_each_method_on_the_same_tasks_and_seeds() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let profile = Profile::from_file(&root.join("configs/table1/smoke.toml")).unwrap();
+        assert!(profile.methods.contains(&Method::React));
+        let cells = [
+            cell(Method::Multi2, &[0, 1], |_, _| true),
+            cell(Method::React, &[0, 1], |_, _| false),
+            cell(Method::Reflexion, &[7], |t, _| t == 0),
+        ];
+        let md = paired_section(&profile, &cells);
+        assert!(
+            md.contains(
+                "| TextCraft | ReAct | 8 | +100.0 [+100.0, +100.0] | +0.750 [+0.750, +0.750] |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| TextCraft | Reflexion | – | – | – |"), "{md}");
+        assert_eq!(paired_section(&profile, &cells[1..]), "");
+    }
 }

@@ -1,8 +1,10 @@
 //! What Table 1 holds: one cell per method and column, one ablation cell per variant, seed
 //! and split, and the ablations summarised per variant; how methods are named.
 
+use std::collections::BTreeMap;
+
 use hier_envs::Split;
-use hier_train::eval::Summary;
+use hier_train::eval::{EpisodeResult, Summary};
 use serde::{Deserialize, Serialize};
 
 use crate::envs::EnvKind;
@@ -25,6 +27,19 @@ pub struct Cell {
     pub env: EnvKind,
     pub split: Split,
     pub summary: Summary,
+    /// Every episode (the paired comparisons match them by task and seed).
+    #[serde(default)]
+    pub results: Vec<EpisodeResult>,
+}
+
+impl Cell {
+    /// `f` of every episode, keyed by (task, seed).
+    pub fn keyed(&self, f: impl Fn(&EpisodeResult) -> f64) -> BTreeMap<(String, u64), f64> {
+        self.results
+            .iter()
+            .map(|r| ((r.task.to_string(), r.seed), f(r)))
+            .collect()
+    }
 }
 
 /// One variant's ablation results on one split: success % and mean final score per seed.
