@@ -152,7 +152,13 @@ pub(crate) fn evaluate(
                     seed,
                     use_cache: true,
                 };
-                (role(None, s, prompted.max_prompt), None)
+                let mut r = role(None, s, prompted.max_prompt);
+                // Prompted agents speak through the chat template (`Prompter::chat`): a reply is
+                // one assistant turn, and ends at the template's end-of-turn token too (an
+                // instruct model otherwise writes on into turns it invents).
+                r.stop_tokens
+                    .push(tok.end_of_turn().map_err(hier_train::Error::from)?);
+                (r, None)
             }
         };
         for chunk in all.chunks(envs.len()) {
