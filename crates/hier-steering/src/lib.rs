@@ -12,7 +12,7 @@
 //!   host that says what a state is and how to continue from it
 //!   ([`steered`]), and filtered BC ([`steer_train`], [`sft_examples`]);
 //! - `reproduce steering` ([`pipeline`]) on a synthetic world or on files ([`data`]), with
-//!   its tables and figures ([`report`]);
+//!   its tables and figures ([`report`]) and the paper's claims with verdicts ([`claims`]);
 //! - the five-role pipeline (planner → searcher → researcher → verifier → summariser) with a
 //!   supervisor at every handoff ([`mas`]), and `reproduce steering-mas` ([`mas_pipeline`],
 //!   [`mas_report`]).
@@ -20,6 +20,7 @@
 //! Built on `hier-train` and the `hier-steer` objectives; never on `hier-multi2`. One error
 //! type, [`Error`].
 
+pub mod claims;
 pub mod data;
 pub mod error;
 pub mod mas;

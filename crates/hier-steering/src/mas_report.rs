@@ -11,9 +11,10 @@ use std::path::Path;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::claims::tau_monotone_claim;
 use crate::error::{Error, Result};
 use crate::mas_pipeline::{MasEvaluation, MasMethod, MasProfile, MasRun};
-use crate::report::{mean, tau_monotone_claim};
+use crate::report::mean;
 use hier_train::SharedErrors as _;
 use hier_train::charts::{Drawn, PALETTE, Series, grouped_bars};
 use hier_train::metrics::{
