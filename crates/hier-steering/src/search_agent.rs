@@ -48,6 +48,15 @@ pub fn executor_prompt(
     answer_now: bool,
 ) -> String {
     let mut p = format!("{INSTRUCTION}\nQuestion: {}\n", question.trim());
+    push_notes_and_turns(&mut p, guidance, turns);
+    if answer_now {
+        p.push_str("Give your final answer now.\n<think>");
+    }
+    p
+}
+
+/// The supervisor's notes, then every turn with what came back, a line each.
+fn push_notes_and_turns(p: &mut String, guidance: &[String], turns: &[(String, String)]) {
     for g in guidance {
         p.push_str(&format!("Note from a supervisor: {g}\n"));
     }
@@ -59,10 +68,6 @@ pub fn executor_prompt(
             p.push('\n');
         }
     }
-    if answer_now {
-        p.push_str("Give your final answer now.\n<think>");
-    }
-    p
 }
 
 /// The worked example an instruct executor is shown (our own invented question and pages, not
@@ -115,15 +120,7 @@ impl ExecutorPrompting<'_> {
         }
         let q = question.trim();
         let mut p = format!("{INSTRUCTION}\n{WORKED_EXAMPLE}\nQuestion: {q}\n");
-        for g in guidance {
-            p.push_str(&format!("Note from a supervisor: {g}\n"));
-        }
-        for (turn, obs) in turns {
-            p.push_str(&format!("{turn}\n"));
-            if !obs.is_empty() {
-                p.push_str(&format!("{obs}\n"));
-            }
-        }
+        push_notes_and_turns(&mut p, guidance, turns);
         if answer_now {
             p.push_str("Give your final answer now.\n");
         }
