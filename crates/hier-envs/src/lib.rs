@@ -156,6 +156,13 @@ pub trait Env: Send {
     fn valid_actions(&mut self) -> Result<Option<Vec<String>>>;
     /// An expert action sequence solving the current task from its start, where available.
     fn gold_actions(&mut self) -> Result<Option<Vec<String>>>;
+    /// The kind of a task, read from its description ([`Reset::description`]): ALFWorld's task
+    /// type (`pick_clean_then_place_in_recep`); `None` where the environment has no kinds or
+    /// cannot tell. Prompted agents show demonstrations of the task's own kind (ReAct's ALFWorld
+    /// prompts hold two of its type).
+    fn task_kind(&self, _description: &str) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Steps `envs[i]` with `actions[i]` for every `i` in parallel, one scoped thread per

@@ -164,3 +164,33 @@ fn env_plays_generated_games() {
         .to_string();
     assert!(err.contains("gen-id"), "{err}");
 }
+
+/// The kind read from a game's task text is the type it was generated as (`task_type_of`, the
+/// generator's own draw), for every evaluation game and the first 300 of the training pool,
+/// through the `Env` trait as prompted agents read it.
+#[test]
+fn the_task_kind_read_from_the_text_is_the_generated_type() {
+    let assets = Assets::locate().unwrap();
+    let mut env: Box<dyn Env> = Box::new(AlfWorld::generated(&assets).unwrap());
+    let mut seen = BTreeMap::new();
+    for (split, n) in [
+        (Split::Id, generate::split_size(Split::Id)),
+        (Split::Ood, generate::split_size(Split::Ood)),
+        (Split::Train, 300),
+    ] {
+        let tasks = env.tasks(split).unwrap();
+        for (k, task) in tasks.iter().take(n as usize).enumerate() {
+            let want = generate::task_type_of(split, k as u64);
+            let r = env.reset(task).unwrap();
+            assert_eq!(
+                env.task_kind(&r.description),
+                Some(want.name()),
+                "{split:?} {k}: `{}`",
+                r.description
+            );
+            *seen.entry(want).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(seen.len(), 6, "every type was checked: {seen:?}");
+    assert_eq!(env.task_kind("craft a wooden stick"), None);
+}

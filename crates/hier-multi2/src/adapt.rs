@@ -138,13 +138,18 @@ struct Live {
 }
 
 /// The planner's prompt: demonstrations from the expert's subgoals, then the (sub-)task.
-fn plan_prompt(prompter: &Prompter<'_>, task: &str, obs: &str) -> Result<String> {
+fn plan_prompt(
+    prompter: &Prompter<'_>,
+    task: &str,
+    kind: Option<&str>,
+    obs: &str,
+) -> Result<String> {
     let mut text = String::from(
         "Break a task in a text environment into at most 4 simpler steps. Answer with exactly \
          one line: `Step 1: ...; Step 2: ...; Logic: AND` (AND: every step is needed, in \
          order) or `...; Logic: OR` (any one step is enough).\n\n",
     );
-    for d in &prompter.demos {
+    for d in prompter.demos_for(kind) {
         text.push_str(&format!(
             "Task: {}\nPlan: {}\n\n",
             d.task.trim(),
@@ -225,7 +230,8 @@ pub fn rollout_adapt(
                 else {
                     unreachable!()
                 };
-                prompter.act_prompt(&f.task, first_obs, local, &[], true)
+                // Sub-tasks are shown the root task's kind of demonstrations.
+                prompter.act_prompt(&f.task, live[i].ep.kind, first_obs, local, &[], true)
             })
             .collect::<Result<Vec<_>>>()?;
         let replies = if prompts.is_empty() {
@@ -311,7 +317,12 @@ pub fn rollout_adapt(
             .map(|&i| {
                 let l = &live[i];
                 let obs = l.ep.trace.episode.observations.last().expect("obs");
-                plan_prompt(prompter, &l.stack.last().expect("frame").task, obs)
+                plan_prompt(
+                    prompter,
+                    &l.stack.last().expect("frame").task,
+                    l.ep.kind,
+                    obs,
+                )
             })
             .collect::<Result<Vec<_>>>()?;
         let replies = if prompts.is_empty() {

@@ -9,12 +9,17 @@
 //!
 //! Demonstrations come from expert episodes of the training split: each action with the
 //! observation it produced, and a `think:` line wherever the expert's subgoal changes (the
-//! subgoal is the thought a ReAct annotator would write there). No weights are trained.
+//! subgoal is the thought a ReAct annotator would write there). Where the environment tells
+//! the kind of a task ([`Env::task_kind`]: ALFWorld's task type), a prompt shows
+//! demonstrations of the task's own kind, as ReAct's ALFWorld prompts do (two of its type).
+//! No weights are trained.
 //!
 //! The prompt is one user message rendered with the tokenizer's chat template (the tiny
 //! backbone's own or an instruct checkpoint's): the instruction and demonstrations first, the
 //! episode so far next, and the task restated last, so that a prompt cut in the middle
-//! ([`crate::roles::fit_prompt`]) loses old demonstrations, not the task.
+//! ([`crate::roles::fit_prompt`]) loses old demonstrations, not the task. The assistant's
+//! reply is started at [`REPLY_START`] (`>`), where every line of the demonstrations starts,
+//! as ReAct's own prompts end: an instruct model otherwise answers in prose.
 
 use std::collections::BTreeMap;
 
@@ -119,12 +124,27 @@ pub struct Demo {
     pub steps: Vec<Step>,
     /// The expert's subgoals in order (ADaPT's planner demonstrations).
     pub subgoals: Vec<String>,
+    /// The task's kind ([`Env::task_kind`]), where the environment tells one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
-/// Up to `n` successful expert episodes, spread over the data, as ReAct demonstrations: a
+/// `n` of `items` spread evenly over them (all of them if there are at most `n`).
+fn spread<T: Copy>(items: &[T], n: usize) -> Vec<T> {
+    let k = n.min(items.len());
+    (0..k).map(|j| items[j * items.len() / k]).collect()
+}
+
+/// Up to `n` successful expert episodes of each kind of task (`kind_of` reads a task text;
+/// one group where it tells no kind), spread over the data, as ReAct demonstrations: a
 /// `think: <subgoal>` turn wherever the subgoal changes, then the actions with what they
 /// produced. Episodes are matched to their task by `source`.
-pub fn demos(flat: &[FlatTrajectory], sys2: &[Sys2Transition], n: usize) -> Vec<Demo> {
+pub fn demos(
+    flat: &[FlatTrajectory],
+    sys2: &[Sys2Transition],
+    n: usize,
+    kind_of: &dyn Fn(&str) -> Option<&'static str>,
+) -> Vec<Demo> {
     let mut by_source: BTreeMap<&str, Vec<&Sys2Transition>> = BTreeMap::new();
     for t in sys2 {
         by_source.entry(t.source.as_str()).or_default().push(t);
@@ -133,15 +153,14 @@ pub fn demos(flat: &[FlatTrajectory], sys2: &[Sys2Transition], n: usize) -> Vec<
         .iter()
         .filter(|f| f.success && by_source.contains_key(f.source.as_str()))
         .collect();
-    if n == 0 || usable.is_empty() {
-        return Vec::new();
+    let mut by_kind: BTreeMap<Option<&'static str>, Vec<&FlatTrajectory>> = BTreeMap::new();
+    for f in usable {
+        by_kind.entry(kind_of(&f.task)).or_default().push(f);
     }
-    let picks: Vec<&FlatTrajectory> = (0..n.min(usable.len()))
-        .map(|k| usable[k * usable.len() / n.min(usable.len())])
-        .collect();
-    picks
+    by_kind
         .into_iter()
-        .map(|f| {
+        .flat_map(|(kind, group)| spread(&group, n).into_iter().map(move |f| (kind, f)))
+        .map(|(kind, f)| {
             let ts = &by_source[f.source.as_str()];
             let mut steps = Vec::new();
             let mut subgoals: Vec<String> = Vec::new();
@@ -163,6 +182,7 @@ pub fn demos(flat: &[FlatTrajectory], sys2: &[Sys2Transition], n: usize) -> Vec<
                 first_obs: f.observations.first().cloned().unwrap_or_default(),
                 steps,
                 subgoals,
+                kind: kind.map(str::to_owned),
             }
         })
         .collect()
@@ -172,9 +192,14 @@ pub fn demos(flat: &[FlatTrajectory], sys2: &[Sys2Transition], n: usize) -> Vec<
 /// settings.
 pub struct Prompter<'a> {
     pub tokenizer: &'a Tokenizer,
+    /// Every kind's demonstrations ([`demos`]); a prompt shows `spec.demos` of them.
     pub demos: Vec<Demo>,
     pub spec: &'a PromptedSpec,
 }
+
+/// Where the acting prompt leaves the assistant's reply: every line of the demonstrations
+/// starts so (`> think: …`, `> go to …`), and ReAct's prompts end so.
+pub const REPLY_START: &str = ">";
 
 const ACT_RULES: &str = "You are an agent in a text environment. Each turn, answer with exactly \
 one line: either `think: <your reasoning>` to think (nothing happens), or the next command for \
@@ -192,9 +217,21 @@ impl Prompter<'_> {
             .map_err(Error::from)
     }
 
-    fn demo_block(&self, finish: bool) -> String {
+    /// The demonstrations a task of `kind` is shown: `spec.demos` of its own kind where there
+    /// are any, else `spec.demos` spread over all of them.
+    pub fn demos_for(&self, kind: Option<&str>) -> Vec<&Demo> {
+        let all: Vec<&Demo> = self.demos.iter().collect();
+        let same: Vec<&Demo> = all
+            .iter()
+            .copied()
+            .filter(|d| kind.is_some() && d.kind.as_deref() == kind)
+            .collect();
+        spread(if same.is_empty() { &all } else { &same }, self.spec.demos)
+    }
+
+    fn demo_block(&self, kind: Option<&str>, finish: bool) -> String {
         let mut out = String::new();
-        for (k, d) in self.demos.iter().enumerate() {
+        for (k, d) in self.demos_for(kind).into_iter().enumerate() {
             out.push_str(&format!("Example {}:\n", k + 1));
             out.push_str(&render_episode(
                 &d.task,
@@ -210,11 +247,13 @@ impl Prompter<'_> {
         out
     }
 
-    /// The acting prompt: rules, demonstrations, memory (Reflexion), the episode so far (its
-    /// last `history` turns) and the task restated.
+    /// The acting prompt: rules, demonstrations (of the task's `kind` where known), memory
+    /// (Reflexion), the episode so far (its last `history` turns) and the task restated; the
+    /// reply starts at [`REPLY_START`].
     pub fn act_prompt(
         &self,
         task: &str,
+        kind: Option<&str>,
         first_obs: &str,
         steps: &[Step],
         memory: &[String],
@@ -228,7 +267,7 @@ impl Prompter<'_> {
             );
         }
         text.push_str("\n\n");
-        text.push_str(&self.demo_block(finish));
+        text.push_str(&self.demo_block(kind, finish));
         if !memory.is_empty() {
             text.push_str("Lessons from your earlier attempts at this task:\n");
             for m in memory {
@@ -248,7 +287,7 @@ impl Prompter<'_> {
             usize::MAX,
         ));
         text.push_str(&format!("Your task: {}. Your next line:", task.trim()));
-        self.chat(text)
+        Ok(self.chat(text)? + REPLY_START)
     }
 
     /// Reflexion's self-reflection prompt after a failed trial.
@@ -267,6 +306,8 @@ impl Prompter<'_> {
 /// An episode played by a prompted agent, turn by turn.
 pub struct PromptedEpisode {
     pub trace: Trace,
+    /// The task's kind ([`Env::task_kind`] of its description).
+    pub kind: Option<&'static str>,
     pub steps: Vec<Step>,
     pub turns: usize,
     pub finished: bool,
@@ -334,7 +375,9 @@ pub fn start_episodes(
             let r = env
                 .reset(task)
                 .map_err(|e| hier_train::Error::env(format!("reset {task}"), e))?;
+            let kind = env.task_kind(&r.description);
             Ok(PromptedEpisode {
+                kind,
                 trace: Trace::start(env.name(), task, r, origin),
                 steps: Vec::new(),
                 turns: 0,
@@ -368,6 +411,7 @@ pub fn rollout_react(
                 let e = &eps[i];
                 prompter.act_prompt(
                     &e.trace.episode.task,
+                    e.kind,
                     e.first_obs(),
                     &e.steps,
                     memory.get(i).map(Vec::as_slice).unwrap_or(&[]),
@@ -413,6 +457,85 @@ pub fn rollout_react(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Demonstrations are drawn per kind, and a prompt shows those of its task's kind (all
+    /// kinds, spread, where the kind is unknown or has none).
+    #[test]
+    fn prompts_show_demonstrations_of_the_tasks_kind() {
+        let flat: Vec<FlatTrajectory> = (0..9)
+            .map(|k| FlatTrajectory {
+                source: format!("env/{k}"),
+                task: format!("{} {k}", ["heat", "cool", "look"][k % 3]),
+                observations: vec!["o0".into()],
+                actions: vec![],
+                rewards: vec![],
+                score: 1.0,
+                success: true,
+                origin: "expert".into(),
+            })
+            .collect();
+        let sys2: Vec<Sys2Transition> = (0..9)
+            .map(|k| Sys2Transition {
+                source: format!("env/{k}"),
+                subgoal: "g".into(),
+                observation: "o0".into(),
+                action: "a".into(),
+                subgoal_done: false,
+                reward: 0.0,
+                env_reward: 0.0,
+                next_observation: "o1".into(),
+                terminal: false,
+                segment: 0,
+                step: 0,
+            })
+            .collect();
+        // `look` tasks have no kind here.
+        let kind_of = |t: &str| match t.split(' ').next() {
+            Some("heat") => Some("heat"),
+            Some("cool") => Some("cool"),
+            _ => None,
+        };
+        let d = demos(&flat, &sys2, 2, &kind_of);
+        assert_eq!(d.len(), 6, "two per group: cool, heat and the kind-less");
+        let tokenizer = Tokenizer::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../hier-backbone/tests/fixtures/tokenizer"),
+        )
+        .unwrap();
+        let spec = PromptedSpec {
+            demos: 2,
+            demo_obs_chars: 100,
+            history: 4,
+            max_prompt: 1024,
+            reflexion_trials: 1,
+            reflexion_memory: 1,
+            reflexion_seeds: vec![0],
+            adapt_max_depth: 1,
+            adapt_executor_turns: 1,
+            max_tokens: 8,
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+        };
+        let p = Prompter {
+            tokenizer: &tokenizer,
+            demos: d,
+            spec: &spec,
+        };
+        let tasks =
+            |kind| -> Vec<String> { p.demos_for(kind).iter().map(|d| d.task.clone()).collect() };
+        // Three of each: the 0th and the (1·3/2 =) 1st.
+        assert_eq!(tasks(Some("heat")), ["heat 0", "heat 3"]);
+        assert_eq!(tasks(Some("cool")), ["cool 1", "cool 4"]);
+        // Unknown or absent kinds: two spread over all six.
+        assert_eq!(tasks(None).len(), 2);
+        assert_eq!(tasks(None), tasks(Some("slice")));
+        assert_ne!(
+            p.demos_for(None)[0].kind,
+            p.demos_for(None)[1].kind,
+            "spread, not the first group"
+        );
+    }
 
     #[test]
     fn replies_parse_into_turns() {
@@ -462,7 +585,7 @@ mod tests {
             success: true,
             origin: "expert".into(),
         }];
-        let d = demos(&flat, &sys2, 3);
+        let d = demos(&flat, &sys2, 3, &|_| None);
         assert_eq!(d.len(), 1);
         let lines: Vec<&str> = d[0].steps.iter().map(|s| s.line.as_str()).collect();
         assert_eq!(

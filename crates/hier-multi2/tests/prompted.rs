@@ -49,6 +49,7 @@ fn demo() -> Demo {
             },
         ],
         subgoals: vec!["get planks".into()],
+        kind: None,
     }
 }
 
@@ -187,7 +188,7 @@ fn react_plays_the_expert_through_thoughts_and_actions() {
     let p = &model.prompts[model.prompts.len() - 1];
     assert!(p.starts_with("<user>You are an agent"), "{p}");
     assert!(p.contains("Example 1:\nTask: craft stick\n"), "{p}");
-    assert!(p.ends_with(". Your next line:<assistant>"), "{p}");
+    assert!(p.ends_with(". Your next line:<assistant>>"), "{p}");
 
     // A model that only thinks runs out of turns without stepping the environment.
     struct Thinker;
@@ -342,10 +343,12 @@ fn prompts_render_as_transformers_renders_real_chat_templates() {
             );
             checked += 1;
         }
-        // A whole acting prompt renders and ends with the template's assistant cue.
+        // A whole acting prompt renders and ends with the template's assistant cue and the
+        // reply's start.
         let p = prompter
-            .act_prompt("craft stick", "o0", &[], &["lesson".into()], true)
+            .act_prompt("craft stick", None, "o0", &[], &["lesson".into()], true)
             .unwrap();
+        let p = p.strip_suffix(hier_multi2::react::REPLY_START).unwrap();
         let cue = tok
             .apply_chat_template(&[Message::new("user", "x")], true)
             .unwrap();

@@ -220,3 +220,75 @@ impl AlfredData {
             .is_some_and(|s| s.contains(otype))
     }
 }
+
+impl AlfredData {
+    /// The task type whose `goal_library` templates write `text` (a task as the game states it
+    /// after `Your task is to: `, with or without its final period), or `None` if no template
+    /// does. A slot (`{obj}`, `{recep}`, `{toggle}`) stands for one word, as ALFRED's type
+    /// names are, so `put a clean mug in coffeemachine` is `pick_clean_then_place_in_recep`
+    /// and not `pick_and_place_simple` read with the object `clean mug`.
+    pub fn task_type_of_text(&self, text: &str) -> Option<TaskType> {
+        let text = text.trim().trim_end_matches('.').to_lowercase();
+        self.goals.iter().find_map(|(&t, g)| {
+            g.templates
+                .iter()
+                .any(|tpl| template_writes(tpl.trim().trim_end_matches('.'), &text))
+                .then_some(t)
+        })
+    }
+}
+
+/// Whether `template` with each `{slot}` filled by one word (no whitespace) gives `text`.
+fn template_writes(template: &str, text: &str) -> bool {
+    match template.find('{') {
+        None => template == text,
+        Some(open) => {
+            let Some(close) = template[open..].find('}').map(|c| open + c) else {
+                return template == text;
+            };
+            let (literal, rest) = (&template[..open], &template[close + 1..]);
+            let Some(after) = text.strip_prefix(literal) else {
+                return false;
+            };
+            // The slot's word: the longest run of non-whitespace that lets the rest match.
+            let word_end = after.find(char::is_whitespace).unwrap_or(after.len());
+            (1..=word_end)
+                .filter(|&end| after.is_char_boundary(end))
+                .any(|end| template_writes(rest, &after[end..]))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::template_writes;
+
+    #[test]
+    fn a_slot_is_one_word() {
+        assert!(template_writes(
+            "put a {obj} in {recep}",
+            "put a mug in sinkbasin"
+        ));
+        assert!(!template_writes(
+            "put a {obj} in {recep}",
+            "put a clean mug in sinkbasin"
+        ));
+        assert!(template_writes(
+            "put a clean {obj} in {recep}",
+            "put a clean mug in sinkbasin"
+        ));
+        assert!(template_writes(
+            "look at {obj} under the {toggle}",
+            "look at cd under the desklamp"
+        ));
+        assert!(!template_writes(
+            "look at {obj} under the {toggle}",
+            "look at cd under the"
+        ));
+        assert!(!template_writes("put a {obj} in {recep}", "put a mug in"));
+        assert!(template_writes(
+            "examine the {obj} with the {toggle}",
+            "examine the pen with the desklamp"
+        ));
+    }
+}

@@ -403,6 +403,16 @@ impl Env for AlfWorld {
             .map(Some)
             .map_err(|m| EnvError::State(format!("expert: {m}")))
     }
+
+    /// The task type whose `goal_library` templates write the description (generated games:
+    /// the templates come with the floor plans); `None` for official and single games, whose
+    /// templates this environment does not hold.
+    fn task_kind(&self, description: &str) -> Option<&'static str> {
+        match &self.source {
+            Source::Generated(data) => data.task_type_of_text(description).map(TaskType::name),
+            Source::Official(_) | Source::File(_) => None,
+        }
+    }
 }
 
 fn split_name(split: Split) -> &'static str {

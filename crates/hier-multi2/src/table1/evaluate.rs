@@ -99,9 +99,11 @@ pub(crate) fn evaluate(
         all.len() * seeds.len(),
         &format!("eval {what}"),
     );
+    // Demonstrations of every kind of task the environment tells apart (ALFWorld's types).
+    let kinds = env_name.open()?;
     let prompter = Prompter {
         tokenizer: tok,
-        demos: crate::react::demos(&d.flat, &d.sys2, prompted.demos),
+        demos: crate::react::demos(&d.flat, &d.sys2, prompted.demos, &|t| kinds.task_kind(t)),
         spec: prompted,
     };
     let (mut out, mut played) = (Vec::new(), Vec::new());
