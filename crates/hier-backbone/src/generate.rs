@@ -152,7 +152,15 @@ impl CausalLm {
         decode: Option<Decoder<'_>>,
     ) -> Result<Vec<Generation>> {
         let mut within_call = PrefixCache::new(usize::MAX);
-        self.generate_inner(requests, cfg, adapter, decode, &mut within_call, false)
+        self.generate_inner(
+            requests,
+            cfg,
+            adapter,
+            decode,
+            &mut within_call,
+            false,
+            None,
+        )
     }
 
     /// [`CausalLm::generate`] reading and growing `cache`: each prompt prefills only what
@@ -168,9 +176,44 @@ impl CausalLm {
         decode: Option<Decoder<'_>>,
         cache: &mut PrefixCache,
     ) -> Result<Vec<Generation>> {
-        self.generate_inner(requests, cfg, adapter, decode, cache, true)
+        self.generate_inner(requests, cfg, adapter, decode, cache, true, None)
     }
 
+    /// The logits of the token after each prompt (`[prompts][vocab]`, on the host), reading
+    /// and growing `cache` as [`CausalLm::generate_cached`] does: a later prompt that starts
+    /// like one of these (the steering agent's slow path after its fast path has read the same
+    /// observation) prefills only what follows. Equal to the last position of a plain
+    /// forward pass to float rounding.
+    pub fn next_logits_cached(
+        &self,
+        prompts: &[Vec<u32>],
+        adapter: Option<AdapterId>,
+        cache: &mut PrefixCache,
+    ) -> Result<Vec<Vec<f32>>> {
+        let requests: Vec<GenerationRequest> = prompts
+            .iter()
+            .map(|p| GenerationRequest {
+                prompt: p.clone(),
+                stop_tokens: Vec::new(),
+                stop_strings: Vec::new(),
+            })
+            .collect();
+        let mut host = Vec::new();
+        self.generate_inner(
+            &requests,
+            &SamplingConfig::greedy(1),
+            adapter,
+            None,
+            cache,
+            true,
+            Some(&mut host),
+        )?;
+        let vocab = self.config.vocab_size;
+        Ok(host.chunks(vocab).map(<[f32]>::to_vec).collect())
+    }
+
+    // `first_logits`: where [`CausalLm::next_logits_cached`] reads the first step's logits.
+    #[allow(clippy::too_many_arguments)]
     fn generate_inner(
         &self,
         requests: &[GenerationRequest],
@@ -179,6 +222,7 @@ impl CausalLm {
         decode: Option<Decoder<'_>>,
         prefixes: &mut PrefixCache,
         keep: bool,
+        mut first_logits: Option<&mut Vec<f32>>,
     ) -> Result<Vec<Generation>> {
         if requests.is_empty() {
             return Ok(vec![]);
@@ -281,6 +325,9 @@ impl CausalLm {
                 .lm_logits(hidden.slice([0..b, t - 1..t, 0..h]))
                 .reshape([b, vocab]);
             let host = HostTensor::from_tensor(last).data;
+            if let Some(first) = first_logits.take() {
+                first.clone_from(&host);
+            }
             let mut next = vec![pad; n];
             for row in 0..n {
                 if done[row] {

@@ -436,6 +436,60 @@ mod tests {
         );
     }
 
+    /// The next-token logits read over the cache equal the last position of a full forward
+    /// pass of each prompt (to 1e-5), and a later generation from prompts that extend them
+    /// prefills only the extension.
+    #[test]
+    fn next_logits_over_the_cache_equal_a_full_forward_and_are_kept() {
+        let device = burn::tensor::Device::flex();
+        let lm = CausalLm::random(crate::ModelConfig::bench(), 5, &device).unwrap();
+        let prompt =
+            |seed: u32, n: u32| -> Vec<u32> { (0..n).map(|i| (i * 37 + seed) % 2000).collect() };
+        let prompts = vec![prompt(1, 40), prompt(2, 25)];
+        let mut cache = PrefixCache::new(10_000);
+        let got = lm.next_logits_cached(&prompts, None, &mut cache).unwrap();
+        for (row, p) in prompts.iter().enumerate() {
+            let full = lm
+                .forward(&Batch::single(p), Forward::default(), None)
+                .unwrap();
+            let want = HostTensor::from_tensor(full).data;
+            let v = got[row].len();
+            let last = &want[(p.len() - 1) * v..][..v];
+            let worst = got[row]
+                .iter()
+                .zip(last)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(worst <= 1e-5, "row {row}: logits differ by {worst}");
+        }
+        let before = cache.stats();
+        assert_eq!(before.prefilled_tokens, 65, "nothing was cached before");
+        // The same observations with another instruction after them (the slow path).
+        let longer: Vec<crate::GenerationRequest> = prompts
+            .iter()
+            .map(|p| crate::GenerationRequest {
+                prompt: [p.as_slice(), &[7, 8, 9]].concat(),
+                stop_tokens: vec![],
+                stop_strings: vec![],
+            })
+            .collect();
+        lm.generate_cached(
+            &longer,
+            &crate::SamplingConfig::greedy(2),
+            None,
+            None,
+            &mut cache,
+        )
+        .unwrap();
+        let after = cache.stats();
+        assert_eq!(after.prompt_tokens - before.prompt_tokens, 71);
+        assert_eq!(
+            after.prefilled_tokens - before.prefilled_tokens,
+            6,
+            "only the three new tokens of each row"
+        );
+    }
+
     #[test]
     fn common_prefix_counts_leading_agreement() {
         assert_eq!(common_prefix(&[1, 2, 3], &[1, 2, 4]), 2);

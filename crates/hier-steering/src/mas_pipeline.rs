@@ -466,7 +466,8 @@ fn evaluate(
                     config.tau = tau.unwrap_or(p.steer.tau);
                     config.seed = p.steer.seed ^ s;
                     let id = lm.adapter_id(a)?;
-                    let mut agent = SteeringAgent::new(&lm, tok, Some(id), config)?;
+                    let mut agent = SteeringAgent::new(&lm, tok, Some(id), config)?
+                        .with_prefix_cache_mib(cache_mib);
                     agent = match method {
                         MasMethod::Forced => agent
                             .with_schedule(Schedule::Every)

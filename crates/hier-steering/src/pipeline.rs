@@ -526,8 +526,9 @@ fn evaluate(
                     config.tau = tau.unwrap_or(p.steer.tau);
                     config.seed = p.steer.seed ^ s;
                     let id = lm.adapter_id(a)?;
-                    let mut agent =
-                        SteeringAgent::new(&lm, tok, Some(id), config)?.with_schedule(schedule);
+                    let mut agent = SteeringAgent::new(&lm, tok, Some(id), config)?
+                        .with_schedule(schedule)
+                        .with_prefix_cache_mib(cache_mib);
                     let eps = rollout_search(
                         envs,
                         chunk,

@@ -7,7 +7,10 @@
 //!
 //! The agent runs on its own adapter over a backbone that may differ from the executor's.
 
-use hier_backbone::{AdapterId, CausalLm, Forward, GenerationRequest, SamplingConfig, Tokenizer};
+use hier_backbone::burn::tensor::{Tensor, TensorData};
+use hier_backbone::{
+    AdapterId, CausalLm, Forward, GenerationRequest, PrefixCache, SamplingConfig, Tokenizer,
+};
 use hier_steer::gate::{Gate, trigger_probability_f64};
 use hier_steer::parse::{Intervention as Decision, parse_slow_path};
 use serde::{Deserialize, Serialize};
@@ -260,6 +263,10 @@ pub struct SteeringAgent<'a> {
     gate: Gate,
     answers: AnswerTokens,
     calls: u64,
+    /// Keys and values of the observations the fast path read, so that the slow path, whose
+    /// prompt starts with the same observation, prefills only its instruction (`None`: every
+    /// prompt is computed whole).
+    prefixes: Option<PrefixCache>,
     /// Every decision, in order.
     pub log: Vec<SteerRecord>,
 }
@@ -282,8 +289,49 @@ impl<'a> SteeringAgent<'a> {
             config,
             answers: AnswerTokens::of(tokenizer)?,
             calls: 0,
+            prefixes: None,
             log: Vec::new(),
         })
+    }
+
+    /// The same agent keeping `mib` MiB of keys and values across its calls (0: none): the
+    /// slow path reuses the observation its fast path has just read. Decisions equal those
+    /// computed without it up to float rounding of the logits.
+    pub fn with_prefix_cache_mib(mut self, mib: usize) -> Self {
+        self.prefixes = (mib > 0).then(|| PrefixCache::with_mib(self.lm, mib));
+        self
+    }
+
+    /// What the agent's prompts cost: prompt tokens and how many were prefilled (zero when it
+    /// keeps no cache).
+    pub fn prefill_stats(&self) -> hier_backbone::PrefillStats {
+        self.prefixes
+            .as_ref()
+            .map(PrefixCache::stats)
+            .unwrap_or_default()
+    }
+
+    /// The fast path's log-odds of each prompt, over the cache where the agent keeps one.
+    fn gate_log_odds(&mut self, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
+        let a = self.answers;
+        let z = match self.prefixes.as_mut() {
+            None => log_odds(self.lm, self.adapter, prompts, a.yes, a.no, false)?,
+            Some(cache) => {
+                let rows = self
+                    .lm
+                    .next_logits_cached(prompts, self.adapter, cache)
+                    .map_err(|e| Error::invalid(format!("steering fast path: {e}")))?;
+                let vocab = rows.first().map_or(0, Vec::len);
+                let logits = Tensor::<2>::from_data(
+                    TensorData::new(rows.concat(), [rows.len(), vocab]),
+                    &self.lm.device(),
+                );
+                hier_steer::gate::yes_no_log_odds(logits, a.yes as usize, a.no as usize)?
+            }
+        };
+        z.into_data()
+            .try_to_vec::<f32>()
+            .map_err(|e| Error::invalid(format!("steering: {e:?}")))
     }
 
     /// The same agent run on another schedule (a planning or verification supervisor).
@@ -313,12 +361,13 @@ impl<'a> SteeringAgent<'a> {
             prompts,
             &self.config,
             seed,
+            self.prefixes.as_mut(),
         )
     }
 }
 
-/// Samples the slow path once per prompt (one batched generation from `seed`) and reads each
-/// output.
+/// Samples the slow path once per prompt (one batched generation from `seed`, over `cache`
+/// where given) and reads each output.
 pub fn sample_slow(
     lm: &CausalLm,
     tok: &Tokenizer,
@@ -326,6 +375,7 @@ pub fn sample_slow(
     prompts: &[String],
     cfg: &SteerConfig,
     seed: u64,
+    cache: Option<&mut PrefixCache>,
 ) -> Result<Vec<SlowOutput>> {
     let requests = prompts
         .iter()
@@ -348,9 +398,11 @@ pub fn sample_slow(
     // Only to watch for the stop string while generating: ids that do not decode there cannot
     // hold it, and the final decode below reports them.
     let watch = |ids: &[u32]| tok.decode(ids, true).unwrap_or_default();
-    let outs = lm
-        .generate(&requests, &sampling, adapter, Some(&watch))
-        .map_err(|e| Error::invalid(format!("steering slow path: {e}")))?;
+    let outs = match cache {
+        Some(c) => lm.generate_cached(&requests, &sampling, adapter, Some(&watch), c),
+        None => lm.generate(&requests, &sampling, adapter, Some(&watch)),
+    }
+    .map_err(|e| Error::invalid(format!("steering slow path: {e}")))?;
     outs.into_iter()
         .map(|g| {
             let text = tok
@@ -572,11 +624,7 @@ impl SteeringAgent<'_> {
                 .iter()
                 .map(|o| self.encode(&protocol.fast_prompt(o, self.answers.spaced)))
                 .collect::<Result<Vec<_>>>()?;
-            let a = self.answers;
-            let z: Vec<f32> = log_odds(self.lm, self.adapter, &prompts, a.yes, a.no, false)?
-                .into_data()
-                .try_to_vec::<f32>()
-                .map_err(|e| Error::invalid(format!("steering: {e:?}")))?;
+            let z = self.gate_log_odds(&prompts)?;
             for &zi in &z {
                 let p = trigger_probability_f64(f64::from(zi), self.config.tau)?;
                 records.push(SteerRecord {

@@ -460,6 +460,7 @@ pub fn train_steering_on<P: SteeredProcess>(
                     &slow_prompts,
                     &cfg.steer,
                     seed,
+                    None,
                 )?
             }
         }

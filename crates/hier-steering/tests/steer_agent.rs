@@ -3,7 +3,9 @@
 
 use hier_backbone::{Batch, CausalLm, Forward, Tokenizer};
 use hier_steering::search_agent::{SearchState, Supervisor};
-use hier_steering::steer_agent::{AnswerTokens, SteerConfig, SteeringAgent, fast_prompt, log_odds};
+use hier_steering::steer_agent::{
+    AnswerTokens, SEARCH_PROTOCOL, SteerConfig, SteeringAgent, fast_prompt, log_odds,
+};
 use hier_train::pretrain::TinyModelConfig;
 
 fn model() -> (CausalLm, Tokenizer) {
@@ -102,4 +104,77 @@ fn tau_sets_how_often_the_slow_path_runs_and_runs_are_seeded() {
     again.decide(&states).unwrap();
     assert_eq!(again.log, eager.log);
     assert!(SteeringAgent::new(&lm, &tok, None, config(1.5)).is_err());
+}
+
+/// With a prefix cache the agent decides as it does without one (the same gate values to
+/// 1e-4, the same triggers and slow-path outputs), and its slow path prefills only the
+/// instruction after the observation its fast path has read.
+#[test]
+fn the_slow_path_reuses_the_observation_the_fast_path_read() {
+    let (lm, tok) = model();
+    let turns: Vec<(String, String)> = vec![(
+        "<think>x</think> <search> capital </search>".into(),
+        "<information>[Doc 1](u):\nA capital city of a country.</information>".into(),
+    )];
+    let notes: Vec<String> = Vec::new();
+    let questions = ["What is the capital?", "Who founded the city?", "When?"];
+    let states: Vec<SearchState<'_>> = questions
+        .iter()
+        .map(|q| SearchState {
+            question: q,
+            turns: &turns,
+            guidance: &notes,
+        })
+        .collect();
+    let mut plain = SteeringAgent::new(&lm, &tok, None, config(1e-9)).unwrap();
+    plain.decide(&states).unwrap();
+    let mut cached = SteeringAgent::new(&lm, &tok, None, config(1e-9))
+        .unwrap()
+        .with_prefix_cache_mib(64);
+    cached.decide(&states).unwrap();
+    assert_eq!(plain.log.len(), cached.log.len());
+    for (a, b) in plain.log.iter().zip(&cached.log) {
+        let (za, zb) = (a.z.unwrap(), b.z.unwrap());
+        assert!((za - zb).abs() < 1e-4, "{za} vs {zb}");
+        assert_eq!(a.triggered, b.triggered);
+        assert_eq!(a.output, b.output);
+    }
+    assert!(cached.log.iter().all(|r| r.triggered));
+    // Every observation was prefilled once, by the fast path (whose batch computes the
+    // opening its three prompts share once); the slow path read from the cache exactly what
+    // its prompt shares with the fast path's (the observation) and prefilled only its
+    // instruction.
+    let a = AnswerTokens::of(&tok).unwrap();
+    let common = |x: &[u32], y: &[u32]| x.iter().zip(y).take_while(|(a, b)| a == b).count();
+    let (fast, slow): (Vec<Vec<u32>>, Vec<Vec<u32>>) = states
+        .iter()
+        .map(|s| {
+            let o = hier_steering::steer_agent::observation(s, 4, 100);
+            (
+                tok.encode(&fast_prompt(&o, a.spaced), false).unwrap(),
+                tok.encode(&SEARCH_PROTOCOL.slow_prompt(&o), false).unwrap(),
+            )
+        })
+        .unzip();
+    let per_observation: usize = fast.iter().zip(&slow).map(|(f, s)| common(f, s)).sum();
+    let opening = common(&fast[0], &fast[1]).min(common(&fast[0], &fast[2]));
+    assert!(
+        opening >= 16,
+        "the fast batch shares its opening ({opening} tokens)"
+    );
+    assert!(
+        per_observation > 3 * opening,
+        "the observations go on after the opening"
+    );
+    let stats = cached.prefill_stats();
+    assert_eq!(
+        stats.reused_tokens() as usize,
+        per_observation + 2 * opening,
+        "{stats:?}"
+    );
+    assert_eq!(
+        plain.prefill_stats().prompt_tokens,
+        0,
+        "no cache, nothing counted"
+    );
 }
