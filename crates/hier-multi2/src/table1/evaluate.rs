@@ -99,11 +99,15 @@ pub(crate) fn evaluate(
         all.len() * seeds.len(),
         &format!("eval {what}"),
     );
-    // Demonstrations of every kind of task the environment tells apart (ALFWorld's types).
-    let kinds = env_name.open()?;
+    // Demonstrations of every kind of task the environment tells apart (ALFWorld's types),
+    // read by one of the evaluation's own environments (none: nothing to play).
+    let demos = match envs.first() {
+        Some(env) => crate::react::demos(&d.flat, &d.sys2, prompted.demos, &|t| env.task_kind(t)),
+        None => Vec::new(),
+    };
     let prompter = Prompter {
         tokenizer: tok,
-        demos: crate::react::demos(&d.flat, &d.sys2, prompted.demos, &|t| kinds.task_kind(t)),
+        demos,
         spec: prompted,
     };
     let (mut out, mut played) = (Vec::new(), Vec::new());
