@@ -313,6 +313,9 @@ impl<'a> SteeringAgent<'a> {
 
     /// The fast path's log-odds of each prompt, over the cache where the agent keeps one.
     fn gate_log_odds(&mut self, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
+        if prompts.is_empty() {
+            return Ok(Vec::new());
+        }
         let a = self.answers;
         let z = match self.prefixes.as_mut() {
             None => log_odds(self.lm, self.adapter, prompts, a.yes, a.no, false)?,
