@@ -134,7 +134,11 @@ pub fn grouped_bars(
         }))?;
     }
     chart
+        // Top right, in the headroom above the bars that callers leave (`y_max` ≈ 1.25 × the
+        // tallest bar with its whisker); plotters' default (middle right) sits on the last
+        // group's bars.
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
