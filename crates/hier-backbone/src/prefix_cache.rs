@@ -360,6 +360,13 @@ mod tests {
     use crate::llama::{Batch, Forward};
     use crate::weights::HostTensor;
 
+    fn max_abs_difference(a: &[f32], b: &[f32]) -> f32 {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max)
+    }
+
     /// Logits of prompts whose prefixes come from the cache (two rows of different cached
     /// lengths and a row with none, stacked with padding) equal a full forward of each prompt
     /// to 1e-5.
@@ -415,11 +422,7 @@ mod tests {
                 // Suffix token k of this row sits in column t − n + k.
                 let ours = &got[(row * t + t - n + k) * v..][..v];
                 let theirs = &want[(reused[row] + k) * v..][..v];
-                let worst = ours
-                    .iter()
-                    .zip(theirs)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0f32, f32::max);
+                let worst = max_abs_difference(ours, theirs);
                 assert!(
                     worst <= 1e-5,
                     "row {row} token {k}: logits differ by {worst}"
@@ -455,11 +458,7 @@ mod tests {
             let want = HostTensor::from_tensor(full).data;
             let v = got[row].len();
             let last = &want[(p.len() - 1) * v..][..v];
-            let worst = got[row]
-                .iter()
-                .zip(last)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0f32, f32::max);
+            let worst = max_abs_difference(&got[row], last);
             assert!(worst <= 1e-5, "row {row}: logits differ by {worst}");
         }
         let before = cache.stats();
