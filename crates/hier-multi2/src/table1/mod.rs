@@ -10,6 +10,7 @@
 //! checkpoint (the trainers are resumable). Changing a setting re-runs exactly the stages that
 //! depend on it.
 
+pub mod claims;
 mod data;
 mod evaluate;
 pub mod figures;

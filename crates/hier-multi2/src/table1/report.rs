@@ -42,6 +42,8 @@ struct Json<'a> {
     learning_curves: &'a BTreeMap<String, Vec<CurvePoint>>,
     stages: &'a [StageRecord],
     paper_llama_3_1_8b: Vec<(&'static str, [f64; 5])>,
+    /// The paper's claims read against this run ([`crate::table1::claims`]).
+    claims: &'a [crate::table1::claims::Claim],
 }
 
 fn commit() -> Option<String> {
@@ -190,6 +192,8 @@ pub fn write(
         ));
     }
     md.push_str(&paired_section(profile, cells));
+    let claims = crate::table1::claims::claims(cells, ablation_cells);
+    md.push_str(&crate::table1::claims::section(&claims));
     if !curves.is_empty() {
         md.push_str("\n## Offline → online learning curve (Multi², success % / mean final score of the training rollouts; iteration 0 = the offline policy)\n\n| Env | ");
         let n = curves.values().map(Vec::len).max().unwrap_or(0);
@@ -318,6 +322,7 @@ pub fn write(
             learning_curves: curves,
             stages,
             paper_llama_3_1_8b: PAPER_LLAMA_8B.to_vec(),
+            claims: &claims,
         },
     )?;
     crate::table1::figures::draw_all(&cfg.out, profile, cells, curves, &eff, &rows)
