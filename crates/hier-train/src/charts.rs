@@ -69,11 +69,26 @@ pub type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
 
 /// Grouped bars: one group per name in `groups`, one bar per series, whiskers = the 95 %
 /// half-widths; non-finite values are left out (no bar), so an empty group shows as empty.
+/// When every bar is 0 the frame says so in words.
 pub fn grouped_bars(
     path: &Path,
     title: &str,
     y_desc: &str,
     y_max: f64,
+    groups: &[String],
+    series: &[Series],
+) -> Drawn {
+    grouped_bars_bounded(path, title, y_desc, y_max, f64::INFINITY, groups, series)
+}
+
+/// [`grouped_bars`] of a quantity that cannot exceed `bound` (100 for a percentage): whiskers
+/// stop there (and at 0) instead of reaching into impossible values.
+pub fn grouped_bars_bounded(
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    y_max: f64,
+    bound: f64,
     groups: &[String],
     series: &[Series],
 ) -> Drawn {
@@ -128,10 +143,23 @@ pub fn grouped_bars(
             let h = (*h)?;
             let x = g as f64 + 0.1 + (s as f64 + 0.45) * width;
             Some(PathElement::new(
-                vec![(x, (v - h).max(0.0)), (x, (v + h).min(y_max))],
+                vec![(x, (v - h).max(0.0)), (x, (v + h).min(bound).min(y_max))],
                 BLACK.stroke_width(2),
             ))
         }))?;
+    }
+    // A frame of empty bars says so instead of looking like missing data.
+    let finite: Vec<f64> = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().map(|(x, _)| *x))
+        .filter(|x| x.is_finite())
+        .collect();
+    if !finite.is_empty() && finite.iter().all(|&x| x == 0.0) {
+        chart.draw_series(std::iter::once(Text::new(
+            format!("all 0 ({y_desc}): every bar is at zero"),
+            (n / 2.0, 0.5 * y_max),
+            TextStyle::from(("sans-serif", 20).into_font()).pos(centred.pos),
+        )))?;
     }
     chart
         // Top right, in the headroom above the bars that callers leave (`y_max` ≈ 1.25 × the

@@ -14,7 +14,8 @@ use std::path::Path;
 use hier_envs::Split;
 use plotters::prelude::*;
 
-use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars};
+use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars_bounded};
+use hier_train::metrics::{Terciles, estimate};
 
 use crate::envs::EnvKind;
 use crate::error::{Error, Result};
@@ -89,51 +90,112 @@ fn success_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
             (m.label().to_string(), v)
         })
         .collect();
-    grouped_bars(
+    grouped_bars_bounded(
         path,
         &format!(
             "Success per split (profile {}), 95% intervals over seeds",
             profile.name
         ),
         "success %",
+        headroom(&series),
         100.0,
         &groups,
         &series,
     )
 }
 
+/// The y-axis top for bars of success %: the tallest bar with its whisker plus a quarter for
+/// the legend, at least 5 (so an all-zero frame still has a scale).
+fn headroom(series: &[Series]) -> f64 {
+    let top = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().map(|(x, h)| (x + h.unwrap_or(0.0)).min(100.0)))
+        .filter(|x| x.is_finite())
+        .fold(0.0, f64::max);
+    (1.25 * top).max(5.0)
+}
+
+/// Success % of `cell`'s episodes per seed at each difficulty (terciles of the expert's path
+/// length over the cell's tasks): `[easy, medium, hard]`, each seed → (successes, episodes).
+fn by_difficulty_per_seed(cell: &Cell) -> [BTreeMap<u64, (usize, usize)>; 3] {
+    let mut out: [BTreeMap<u64, (usize, usize)>; 3] = Default::default();
+    let lengths: Vec<usize> = cell.results.iter().filter_map(|r| r.expert_steps).collect();
+    let Some(t) = Terciles::of(&lengths) else {
+        return out;
+    };
+    for r in &cell.results {
+        let Some(l) = r.expert_steps else { continue };
+        let e = out[t.classify(l) as usize].entry(r.seed).or_default();
+        e.0 += usize::from(r.success);
+        e.1 += 1;
+    }
+    out
+}
+
 fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
-    let groups: Vec<String> = ["Easy", "Medium", "Hard"].map(String::from).to_vec();
+    // ID and OOD apart: difficulty is read per column, the columns of one split pooled.
+    let splits: Vec<Split> = [Split::Id, Split::Ood]
+        .into_iter()
+        .filter(|s| cells.iter().any(|c| c.split == *s))
+        .collect();
+    let groups: Vec<String> = splits
+        .iter()
+        .flat_map(|s| {
+            let split = if *s == Split::Id { "ID" } else { "OOD" };
+            ["Easy", "Medium", "Hard"].map(|d| format!("{split} {d} (pooled)"))
+        })
+        .collect();
     let series: Vec<Series> = profile
         .methods
         .iter()
         .map(|m| {
-            let v = groups
+            let v = splits
                 .iter()
-                .map(|d| {
-                    let xs: Vec<f64> = cells
-                        .iter()
-                        .filter(|c| &c.method == m)
-                        .filter_map(|c| c.summary.by_difficulty.get(d).copied())
+                .flat_map(|split| (0..3).map(move |d| (*split, d)))
+                .map(|(split, d)| {
+                    let mut per_seed: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
+                    for c in cells.iter().filter(|c| &c.method == m && c.split == split) {
+                        for (seed, (k, n)) in &by_difficulty_per_seed(c)[d] {
+                            let e = per_seed.entry(*seed).or_default();
+                            e.0 += k;
+                            e.1 += n;
+                        }
+                    }
+                    let rates: Vec<f64> = per_seed
+                        .values()
+                        .map(|(k, n)| 100.0 * *k as f64 / *n as f64)
                         .collect();
-                    if xs.is_empty() {
+                    if rates.is_empty() {
                         (f64::NAN, None)
                     } else {
-                        (xs.iter().sum::<f64>() / xs.len() as f64, None)
+                        let e = estimate(&rates);
+                        (e.mean, e.half_width)
                     }
                 })
                 .collect();
             (m.label().to_string(), v)
         })
         .collect();
-    grouped_bars(
+    grouped_bars_bounded(
         path,
-        "Success by difficulty (terciles of expert path length; mean over splits)",
+        "Success by difficulty (expert-length terciles per column), 95% intervals over seeds",
         "success %",
+        headroom(&series),
         100.0,
         &groups,
         &series,
     )
+}
+
+/// The 95 % Wilson interval of a success rate `p` from `n` episodes, as (lo, hi).
+fn wilson(p: f64, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (z, n) = (1.96f64, n as f64);
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / (1.0 + z * z / n);
+    ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
 fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Drawn {
@@ -142,13 +204,14 @@ fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Dr
     let n = curves.values().map(Vec::len).max().unwrap_or(1).max(2);
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            "Multi² offline → online: success % (solid), mean score × 100 (dashed)",
+            "Multi² offline → online: success % (solid, 95% Wilson intervals), mean score × 100 (dashed)",
             ("sans-serif", 20),
         )
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(48)
-        .build_cartesian_2d(0f64..(n - 1) as f64, -20f64..100f64)?;
+        // Padded so the first and last iterations' whiskers are not cut by the frame.
+        .build_cartesian_2d(-0.15f64..(n - 1) as f64 + 0.15, -20f64..100f64)?;
     chart
         .configure_mesh()
         .x_desc("online iteration (0 = offline policy)")
@@ -170,6 +233,15 @@ fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Dr
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
             });
+        // Each iteration's success with its 95 % Wilson interval over its episodes.
+        chart.draw_series(points.iter().map(|p| {
+            let (lo, hi) = wilson(p.success_rate, p.episodes);
+            let x = p.iteration as f64;
+            PathElement::new(
+                vec![(x, 100.0 * lo), (x, 100.0 * hi)],
+                color.stroke_width(1),
+            )
+        }))?;
         chart.draw_series(DashedLineSeries::new(
             points
                 .iter()
@@ -246,6 +318,7 @@ fn token_efficiency(
             .y_desc(what)
             .label_style(("sans-serif", 13))
             .draw()?;
+        let mut placed: Vec<(f64, f64)> = Vec::new();
         for (i, m) in profile.methods.iter().enumerate() {
             let Some(c) = here.iter().find(|c| &c.method == m) else {
                 continue;
@@ -256,7 +329,26 @@ fn token_efficiency(
             } else {
                 c.summary.mean_score
             };
+            // 95 % t-interval over seeds: the cell's own for success, per-seed mean scores.
+            let half = if k == 0 {
+                c.summary.success.half_width
+            } else {
+                let mut per_seed: BTreeMap<u64, (f64, usize)> = BTreeMap::new();
+                for r in &c.results {
+                    let e = per_seed.entry(r.seed).or_default();
+                    e.0 += r.score;
+                    e.1 += 1;
+                }
+                let means: Vec<f64> = per_seed.values().map(|(s, n)| s / *n as f64).collect();
+                estimate(&means).half_width
+            };
             let x = c.summary.mean_tokens / 1000.0;
+            if let Some(h) = half {
+                chart.draw_series(std::iter::once(PathElement::new(
+                    vec![(x, (y - h).max(lo)), (x, (y + h).min(hi))],
+                    color.stroke_width(2),
+                )))?;
+            }
             let e = efficiency
                 .get(&format!("{m}/{env}/{split:?}"))
                 .map_or("n/a".to_owned(), |v| format!("{v:.2}"));
@@ -265,10 +357,19 @@ fn token_efficiency(
                 9,
                 color.mix(0.6).filled(),
             )))?;
-            // Labels of nearby bubbles are stacked at different heights.
+            // The label beside its bubble, moved down past labels already placed nearby.
+            let step = (hi - lo) * 0.045;
+            let mut ly = y + step * 0.3;
+            while placed
+                .iter()
+                .any(|(px, py): &(f64, f64)| (px / x).ln().abs() < 0.4 && (py - ly).abs() < step)
+            {
+                ly -= step;
+            }
+            placed.push((x, ly));
             chart.draw_series(std::iter::once(Text::new(
                 format!("{} ({e})", m.label()),
-                (x * 1.05, y + (hi - lo) * (0.03 + 0.045 * (i % 5) as f64)),
+                (x * 1.12, ly),
                 ("sans-serif", 13).into_font().color(&color),
             )))?;
         }
@@ -288,38 +389,37 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     }
 }
 
-/// Box plots over training seeds, one box per variant (each seed's value is the mean over the
-/// splits): success % (top) and mean final score (bottom); whiskers span min–max, dots are
-/// the seeds.
+/// Box plots over training seeds, per variant two boxes side by side — ID (left) and OOD
+/// (right), never averaged: success % (top) and mean final score (bottom); whiskers span
+/// min–max, dots are the seeds.
 fn ablation_boxes(path: &Path, rows: &[AblationRow]) -> Drawn {
-    let mut pooled: Vec<AblationRow> = Vec::new();
+    let mut variants: Vec<crate::table1::profile::Ablation> = Vec::new();
     for r in rows {
-        match pooled.iter_mut().find(|p| p.variant == r.variant) {
-            Some(p) => {
-                for (i, s) in r.seeds.iter().enumerate() {
-                    if let Some(j) = p.seeds.iter().position(|x| x == s) {
-                        p.success[j] = (p.success[j] + r.success[i]) / 2.0;
-                        p.mean_score[j] = (p.mean_score[j] + r.mean_score[i]) / 2.0;
-                    }
-                }
-            }
-            None => pooled.push(r.clone()),
+        if !variants.contains(&r.variant) {
+            variants.push(r.variant);
         }
     }
-    let rows = &pooled[..];
     let root = BitMapBackend::new(path, (1200, 800)).into_drawing_area();
     root.fill(&WHITE)?;
     let (top, bottom) = root.split_vertically(400);
-    let n = rows.len() as f64;
+    let n = variants.len() as f64;
+    let top_success = rows
+        .iter()
+        .flat_map(|r| r.success.iter().copied())
+        .fold(0.0, f64::max);
     for (k, area) in [top, bottom].iter().enumerate() {
         let (what, lo, hi) = if k == 0 {
-            ("success %", -5.0, 105.0)
+            (
+                "success %",
+                -0.05 * top_success.max(5.0),
+                (1.15 * top_success).max(5.0),
+            )
         } else {
             ("mean final score", -1.05, 1.05)
         };
         let mut chart = ChartBuilder::on(area)
             .caption(
-                format!("Ablations: {what} over training seeds"),
+                format!("Ablations: {what} over training seeds (left box ID, right box OOD)"),
                 ("sans-serif", 18),
             )
             .margin(10)
@@ -339,23 +439,30 @@ fn ablation_boxes(path: &Path, rows: &[AblationRow]) -> Drawn {
                 plotters::style::text_anchor::VPos::Top,
             ),
         );
-        for (i, r) in rows.iter().enumerate() {
+        for r in rows {
+            let i = variants
+                .iter()
+                .position(|v| *v == r.variant)
+                .expect("collected above");
             let values = if k == 0 { &r.success } else { &r.mean_score };
             let mut v = values.clone();
             v.sort_by(f64::total_cmp);
-            let color = PALETTE[i % PALETTE.len()];
-            let x = i as f64 + 0.5;
+            let (x, color) = match r.split {
+                Split::Id => (i as f64 + 0.3, PALETTE[0]),
+                _ => (i as f64 + 0.7, PALETTE[1]),
+            };
+            let w = 0.16;
             let (q1, q2, q3) = (quantile(&v, 0.25), quantile(&v, 0.5), quantile(&v, 0.75));
             chart.draw_series(std::iter::once(Rectangle::new(
-                [(x - 0.3, q1), (x + 0.3, q3)],
+                [(x - w, q1), (x + w, q3)],
                 color.mix(0.35).filled(),
             )))?;
             chart.draw_series(std::iter::once(Rectangle::new(
-                [(x - 0.3, q1), (x + 0.3, q3)],
+                [(x - w, q1), (x + w, q3)],
                 color.stroke_width(1),
             )))?;
             for seg in [
-                vec![(x - 0.3, q2), (x + 0.3, q2)],
+                vec![(x - w, q2), (x + w, q2)],
                 vec![(x, v[0]), (x, q1)],
                 vec![(x, q3), (x, v[v.len() - 1])],
             ] {
@@ -369,13 +476,135 @@ fn ablation_boxes(path: &Path, rows: &[AblationRow]) -> Drawn {
                     .iter()
                     .map(|&y| Circle::new((x, y), 3, BLACK.filled())),
             )?;
-            chart.draw_series(std::iter::once(Text::new(
-                r.variant.name(),
-                (x, lo - (hi - lo) * 0.01),
-                below.clone(),
-            )))?;
         }
+        chart.draw_series(variants.iter().enumerate().map(|(i, v)| {
+            Text::new(
+                v.name(),
+                (i as f64 + 0.5, lo - (hi - lo) * 0.01),
+                below.clone(),
+            )
+        }))?;
     }
     root.present()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table1::profile::{Ablation, Method};
+    use hier_train::eval::{EpisodeResult, summarise};
+
+    /// Episodes of 12 tasks × 3 seeds on one column; `won(task, seed)`.
+    fn cell(method: Method, env: EnvKind, split: Split, won: impl Fn(u64, u64) -> bool) -> Cell {
+        let results: Vec<EpisodeResult> = (0..12u64)
+            .flat_map(|t| (0..3u64).map(move |s| (t, s)))
+            .map(|(t, s)| EpisodeResult {
+                task: hier_envs::Task::new(format!("{split:?}"), t),
+                seed: s,
+                success: won(t, s),
+                score: if won(t, s) {
+                    1.0
+                } else {
+                    0.1 * t as f64 / 12.0
+                },
+                steps: 5,
+                tokens: 200 + 50 * t as usize,
+                sys1_calls: 1,
+                expert_steps: Some(1 + t as usize),
+                pass1: None,
+            })
+            .collect();
+        Cell {
+            method,
+            env,
+            split,
+            summary: summarise(&results),
+            results,
+        }
+    }
+
+    /// Every figure draws from hand-made cells (ID and OOD, an all-zero method, ablations over
+    /// seeds, a learning curve); `HIER_FIGURES_OUT=<dir>` keeps them to look at.
+    #[test]
+    fn every_figure_draws_from_hand_made_cells() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let profile = Profile::from_file(&root.join("configs/table1/smoke.toml")).unwrap();
+        let mut cells = Vec::new();
+        for (env, split) in crate::envs::columns() {
+            for (i, m) in profile.methods.iter().enumerate() {
+                let k = i as u64;
+                cells.push(cell(*m, env, split, move |t, s| {
+                    (t + s + k) % 7 < 7 - k.min(6) && t < 9
+                }));
+            }
+        }
+        let curves: BTreeMap<String, Vec<CurvePoint>> = [(
+            "textcraft".to_owned(),
+            (0..4)
+                .map(|i| CurvePoint {
+                    iteration: i,
+                    episodes: 8,
+                    success_rate: 0.1 * i as f64,
+                    mean_score: 0.2 * i as f64,
+                })
+                .collect(),
+        )]
+        .into();
+        let ablations: Vec<AblationRow> = [Ablation::Multi2, Ablation::ParadigmSwap]
+            .into_iter()
+            .flat_map(|v| {
+                [Split::Id, Split::Ood].map(|split| AblationRow {
+                    variant: v,
+                    split,
+                    seeds: vec![0, 1, 2],
+                    success: vec![10.0, 20.0, 35.0],
+                    mean_score: vec![0.1, 0.3, 0.2],
+                })
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::env::var_os("HIER_FIGURES_OUT")
+            .map_or_else(|| dir.path().to_path_buf(), std::path::PathBuf::from);
+        draw_all(
+            &out,
+            &profile,
+            &cells,
+            &curves,
+            &BTreeMap::new(),
+            &ablations,
+        )
+        .unwrap();
+        let figures = out.join("figures");
+        if figures.join("NO_FONT.txt").exists() {
+            return;
+        }
+        for f in [
+            "success.png",
+            "difficulty.png",
+            "learning_curve.png",
+            "token_efficiency.png",
+            "ablations.png",
+        ] {
+            assert!(figures.join(f).metadata().unwrap().len() > 1000, "{f}");
+        }
+        // A frame where every bar is 0 still draws (and says so).
+        let zero: Vec<Cell> = cells
+            .iter()
+            .map(|c| cell(c.method, c.env, c.split, |_, _| false))
+            .collect();
+        success_bars(&figures.join("zero.png"), &profile, &zero).unwrap();
+    }
+
+    /// By hand: 8 of 10 → centre (0.8 + 0.192) / 1.384 = 0.7168, half-width
+    /// 1.96·√(0.016 + 0.0096)/1.384 = 0.2266: [0.4902, 0.9433]; none of 0 is [0, 1].
+    #[test]
+    fn wilson_intervals_by_hand() {
+        let (lo, hi) = wilson(0.8, 10);
+        assert!(
+            (lo - 0.4902).abs() < 1e-3 && (hi - 0.9433).abs() < 1e-3,
+            "{lo} {hi}"
+        );
+        assert_eq!(wilson(0.0, 0), (0.0, 1.0));
+    }
 }
