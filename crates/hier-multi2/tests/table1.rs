@@ -159,4 +159,56 @@ fn smoke_profile_runs_every_stage_and_resumes_after_an_interruption() {
         assert_eq!(s.ran_seconds, stamp["seconds"].as_f64(), "{}", s.name);
         assert!(s.ran_seconds.is_some_and(|t| t > 0.0), "{}", s.name);
     }
+    // The reused training stages are still in the third run's record.
+    assert!(third.stages.iter().any(|s| s.name == "online-textcraft"));
+
+    // Evaluations stand without the training stages that made them (a later session restores
+    // only the committed evaluation stages and the online curves): every training stage is
+    // removed — the online stages keep their curve — and a fourth run trains nothing and
+    // writes the same table and learning curve.
+    let stages = out.path().join("stages");
+    let training = ["sft-", "offline-", "online-", "grpo-", "glider-online-"];
+    let mut removed = 0;
+    for entry in std::fs::read_dir(&stages).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        if !training.iter().any(|p| name.starts_with(p)) {
+            continue;
+        }
+        let curve = std::fs::read(dir.join("curve.jsonl")).ok();
+        std::fs::remove_dir_all(&dir).unwrap();
+        if let Some(c) = curve {
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("curve.jsonl"), c).unwrap();
+        }
+        removed += 1;
+    }
+    assert!(removed >= 10, "{removed} training stages");
+    let fourth = run(&profile, &cfg).unwrap();
+    assert!(fourth.complete && fourth.stages.iter().all(|s| s.cached));
+    assert!(
+        !fourth
+            .stages
+            .iter()
+            .any(|s| training.iter().any(|p| s.name.starts_with(p))),
+        "{:?}",
+        fourth.stages
+    );
+    for entry in std::fs::read_dir(&stages).unwrap() {
+        let dir = entry.unwrap().path();
+        assert!(
+            dir.join("DONE").exists() || !dir.join("adapter").exists(),
+            "{} was trained again",
+            dir.display()
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("table1.csv")).unwrap(),
+        csv
+    );
+    let again: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("table1.json")).unwrap())
+            .unwrap();
+    assert_eq!(again["learning_curves"], json["learning_curves"]);
+    assert_eq!(again["claims"], json["claims"]);
 }

@@ -48,6 +48,7 @@ pub fn run_pipeline<P: Serialize, E: StageError>(
         cfg,
         records: Vec::new(),
         ran: 0,
+        planning: None,
     };
     match body(&mut stages) {
         Ok(()) => Ok(Report {
@@ -155,6 +156,8 @@ pub struct Stages<'a> {
     pub cfg: &'a RunConfig,
     records: Vec<StageRecord>,
     ran: usize,
+    /// While planning ([`Stages::begin_planning`]): the number of records before it began.
+    planning: Option<usize>,
 }
 
 impl Stages<'_> {
@@ -177,7 +180,30 @@ impl Stages<'_> {
         self.cfg.out.join("stages").join(format!("{name}-{hex}"))
     }
 
-    /// Runs `work` in the stage's directory unless it is done; returns the directory.
+    /// Starts a planning pass: until [`end_planning`](Self::end_planning), [`run`](Self::run)
+    /// returns each stage's directory without running anything (done stages are recorded as
+    /// reused), and [`sft_stage`] installs nothing — a pass that finds the keys of the stages
+    /// downstream (e.g. whether an evaluation is done) without training anything.
+    pub fn begin_planning(&mut self) {
+        self.planning = Some(self.records.len());
+    }
+
+    /// Ends a planning pass, keeping what it recorded (the plan stands) or not (the stages
+    /// are about to run for real, and record themselves).
+    pub fn end_planning(&mut self, keep_records: bool) {
+        if let Some(n) = self.planning.take()
+            && !keep_records
+        {
+            self.records.truncate(n);
+        }
+    }
+
+    pub fn planning(&self) -> bool {
+        self.planning.is_some()
+    }
+
+    /// Runs `work` in the stage's directory unless it is done; returns the directory. While
+    /// [planning](Self::begin_planning), only returns the directory.
     pub fn run<E: StageError>(
         &mut self,
         name: &str,
@@ -188,6 +214,9 @@ impl Stages<'_> {
         let done = dir.join("DONE");
         let t = Instant::now();
         let cached = done.exists();
+        if self.planning() && !cached {
+            return Ok(dir);
+        }
         if !cached {
             if self.cfg.stop_after_stages.is_some_and(|k| self.ran >= k) {
                 return Err(Error::Stopped.into());
@@ -252,7 +281,9 @@ pub fn sft_stage<E: StageError>(
         *lm = train_adapter(take(lm), &ex, sft, dir, &opts)?.0;
         Ok(())
     })?;
-    load(lm, &sft.adapter, &dir.join("adapter"))?;
+    if !st.planning() {
+        load(lm, &sft.adapter, &dir.join("adapter"))?;
+    }
     Ok(dir)
 }
 

@@ -147,17 +147,15 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
             base,
         };
         for method in profile.methods.iter().filter(|_| !ablating) {
-            let trained = ctx.method(*method, profile.seed)?;
+            let stage = format!("eval-{method}");
+            let trained = ctx.for_evaluation(&stage, method.name(), &profile.eval, |c| {
+                c.method(*method, profile.seed)
+            })?;
             if let Some(c) = &trained.curve {
                 curves.insert(env_name.to_string(), c.clone());
             }
-            let results = ctx.evaluate(
-                &format!("eval-{method}"),
-                method.name(),
-                &trained,
-                &eval_tasks,
-                &profile.eval,
-            )?;
+            let results =
+                ctx.evaluate(&stage, method.name(), &trained, &eval_tasks, &profile.eval)?;
             for (split, tasks, _) in &eval_tasks {
                 let results = of_tasks(&results, tasks);
                 cells.push(Cell {
@@ -195,14 +193,10 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
         };
         for &seed in &ab.seeds {
             for &variant in &ab.variants {
-                let trained = ctx.variant(variant, seed)?;
-                let results = ctx.evaluate(
-                    &format!("ablation-{variant}-s{seed}"),
-                    variant.name(),
-                    &trained,
-                    &tasks,
-                    &spec,
-                )?;
+                let stage = format!("ablation-{variant}-s{seed}");
+                let trained = ctx
+                    .for_evaluation(&stage, variant.name(), &spec, |c| c.variant(variant, seed))?;
+                let results = ctx.evaluate(&stage, variant.name(), &trained, &tasks, &spec)?;
                 for (split, ts, _) in &tasks {
                     ablation_cells.push(AblationCell {
                         variant,
@@ -432,8 +426,17 @@ impl Ctx<'_, '_> {
             *lm = m;
             Ok(())
         })?;
-        load(self.lm, &adapter, &dir.join("adapter"))?;
-        let curve = read_jsonl(&dir.join("curve.jsonl"))?;
+        // While planning, the stage may not exist here (only its evaluation, restored): its
+        // curve is read when it is there.
+        let curve_file = dir.join("curve.jsonl");
+        let curve = if !self.st.planning() {
+            load(self.lm, &adapter, &dir.join("adapter"))?;
+            read_jsonl(&curve_file)?
+        } else if curve_file.exists() {
+            read_jsonl(&curve_file)?
+        } else {
+            Vec::new()
+        };
         Ok((
             Made {
                 adapter,
@@ -472,7 +475,9 @@ impl Ctx<'_, '_> {
                 *lm = train_grpo(take(lm), tok, &mut envs, &train, &g, dir, &opts)?.0;
                 Ok(())
             })?;
-        load(self.lm, &adapter, &dir.join("adapter"))?;
+        if !self.st.planning() {
+            load(self.lm, &adapter, &dir.join("adapter"))?;
+        }
         Ok(Made {
             adapter,
             key: Stages::upstream(&dir),
@@ -493,7 +498,7 @@ impl Ctx<'_, '_> {
                 let off = self.offline("sys2", seed)?;
                 let (on, curve) = self.online("sys2", Variant::Multi2, seed, &sys1, &off)?;
                 Trained {
-                    curve: Some(curve),
+                    curve: (!curve.is_empty()).then_some(curve),
                     ..hier(&sys1, &on, vec![&sys1, &off, &on])
                 }
             }
@@ -571,6 +576,48 @@ impl Ctx<'_, '_> {
         })
     }
 
+    /// `train`'s method, trained only when its evaluation `<stage>-<env>` is not done: a
+    /// planning pass ([`Stages::begin_planning`]: no training, no adapters) finds the
+    /// evaluation's key from its training stages' keys, so evaluations restored into
+    /// `stages/` — e.g. committed by an earlier session whose `runs/` is gone — stand without
+    /// the training stages that made them (the learning curve then needs the online stage's
+    /// `curve.jsonl`).
+    fn for_evaluation(
+        &mut self,
+        stage: &str,
+        method: &str,
+        spec: &EvalSpec,
+        train: impl Fn(&mut Self) -> Result<Trained>,
+    ) -> Result<Trained> {
+        self.st.begin_planning();
+        let planned = train(self);
+        let done = planned.as_ref().is_ok_and(|p| {
+            let key = self.eval_key(method, p, spec);
+            let dir = self.st.dir(&format!("{stage}-{}", self.env), &key);
+            dir.join("DONE").exists()
+        });
+        self.st.end_planning(done);
+        if done {
+            return planned;
+        }
+        train(self)
+    }
+
+    /// The key of an evaluation stage.
+    fn eval_key(&self, method: &str, trained: &Trained, spec: &EvalSpec) -> serde_json::Value {
+        // The key of the Multi², flat and Glider evaluations predates the prompted agents.
+        match &trained.agent {
+            Agent::Hierarchy { planner, executor } => {
+                serde_json::json!({"base": self.base, "method": method,
+                "planner": planner, "executor": executor, "trained": trained.upstream, "eval": spec})
+            }
+            Agent::Flat { policy } => serde_json::json!({"base": self.base, "method": method,
+                "planner": null, "executor": policy, "trained": trained.upstream, "eval": spec}),
+            prompted => serde_json::json!({"base": self.base, "method": method, "agent": prompted,
+                "prompted": self.profile.prompted, "eval": spec}),
+        }
+    }
+
     /// Evaluates `trained` in stage `<stage>-<env>`; returns its episodes.
     fn evaluate(
         &mut self,
@@ -580,17 +627,7 @@ impl Ctx<'_, '_> {
         tasks: &[SplitTasks],
         spec: &EvalSpec,
     ) -> Result<Vec<EpisodeResult>> {
-        // The key of the Multi², flat and Glider evaluations predates the prompted agents.
-        let key = match &trained.agent {
-            Agent::Hierarchy { planner, executor } => {
-                serde_json::json!({"base": self.base, "method": method,
-                "planner": planner, "executor": executor, "trained": trained.upstream, "eval": spec})
-            }
-            Agent::Flat { policy } => serde_json::json!({"base": self.base, "method": method,
-                "planner": null, "executor": policy, "trained": trained.upstream, "eval": spec}),
-            prompted => serde_json::json!({"base": self.base, "method": method, "agent": prompted,
-                "prompted": self.profile.prompted, "eval": spec}),
-        };
+        let key = self.eval_key(method, trained, spec);
         let (lm, tok, env, d, max_len) = (&*self.lm, self.tok, self.env, self.d, self.max_len());
         let (prompted, progress) = (&self.profile.prompted, self.cfg.progress);
         let cache_mib = self.cfg.prefix_cache_mib;
@@ -658,7 +695,9 @@ fn offline_stage(
         *lm = train_offline_from(take(lm), data, off, dir, &opts, init)?.0;
         Ok(())
     })?;
-    load(lm, &off.adapter, &dir.join("adapter"))?;
+    if !st.planning() {
+        load(lm, &off.adapter, &dir.join("adapter"))?;
+    }
     Ok(dir)
 }
 
@@ -717,10 +756,19 @@ mod tests {
 
     #[test]
     fn every_profile_parses_and_bad_keys_name_the_file() {
-        for name in ["smoke", "small", "paper"] {
+        for name in ["smoke", "small", "smollm", "paper"] {
             let p = Profile::from_file(&configs().join(format!("{name}.toml"))).unwrap();
             assert_eq!(p.name, name);
         }
+        // SmolLM2 from the set-up step's GGUF, LoRA with the authors' dropout.
+        let smollm = Profile::from_file(&configs().join("smollm.toml")).unwrap();
+        assert!(
+            matches!(&smollm.backbone, BackboneSpec::Hf { path } if path.ends_with("SmolLM2-135M-Instruct.Q4_1.gguf"))
+        );
+        assert_eq!(
+            (smollm.sft.lora.dropout, smollm.offline.lora.dropout),
+            (0.05, 0.05)
+        );
         let paper = Profile::from_file(&configs().join("paper.toml")).unwrap();
         assert!(matches!(paper.backbone, BackboneSpec::Hf { .. }));
         assert_eq!(
