@@ -99,10 +99,19 @@ fn pick(logits: &[f32], cfg: &SamplingConfig, rng: &mut StdRng) -> (u32, f32) {
         }
         best
     } else {
+        // Highest logit first, ties by lower id: a total order, so the top k found by
+        // selection and then sorted are exactly the first k of a full sort — at O(vocab)
+        // instead of O(vocab log vocab) per row and token (49,152 ids for SmolLM2).
+        let order = |&a: &usize, &b: &usize| logits[b].total_cmp(&logits[a]).then(a.cmp(&b));
         let mut idx: Vec<usize> = (0..logits.len()).collect();
-        idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
-        if let Some(k) = cfg.top_k {
-            idx.truncate(k.max(1));
+        match cfg.top_k {
+            Some(k) if k.max(1) < idx.len() => {
+                let k = k.max(1);
+                idx.select_nth_unstable_by(k - 1, order);
+                idx.truncate(k);
+                idx.sort_by(order);
+            }
+            _ => idx.sort_by(order),
         }
         let scaled: Vec<f64> = idx
             .iter()
@@ -285,6 +294,16 @@ impl CausalLm {
             .collect();
         let mut done = vec![false; n];
         let mut cache = cfg.use_cache.then(|| self.new_cache(n));
+        // The rows still decoding, as indices into `requests`: with a cache, a row that
+        // finishes leaves the batch and its cache (its keys and values kept first, when
+        // asked), so the rest decode without computing it. Not under LongRoPE, whose switch
+        // recomputes every row from `full`.
+        let mut active: Vec<usize> = (0..n).collect();
+        let compacting = cfg.use_cache
+            && !matches!(
+                self.config.rope_scaling,
+                Some(crate::config::RopeScaling::LongRope(_))
+            );
         // With a cache each step feeds only the new column; without one the whole (growing)
         // batch is recomputed.
         let mut step_batch = Batch::left_padded(&prompts, pad);
@@ -329,11 +348,11 @@ impl CausalLm {
                 first.clone_from(&host);
             }
             let mut next = vec![pad; n];
-            for row in 0..n {
+            for (at, &row) in active.iter().enumerate() {
                 if done[row] {
                     continue;
                 }
-                let (tok, lp) = pick(&host[row * vocab..(row + 1) * vocab], cfg, &mut rngs[row]);
+                let (tok, lp) = pick(&host[at * vocab..(at + 1) * vocab], cfg, &mut rngs[row]);
                 next[row] = tok;
                 let g = &mut out[row];
                 g.tokens.push(tok);
@@ -353,25 +372,48 @@ impl CausalLm {
             if done.iter().all(|&d| d) || step + 1 == cfg.max_new_tokens {
                 break;
             }
-            // Finished rows keep decoding a pad token that nothing reads (keeps shapes uniform).
-            let positions: Vec<u32> = (0..n)
-                .map(|row| (requests[row].prompt.len() + out[row].tokens.len() - 1) as u32)
+            if compacting && active.iter().any(|&row| done[row]) {
+                let c = cache.as_ref().expect("compacting decodes with a cache");
+                let (mut stay, mut left) = (Vec::new(), Vec::new());
+                for (at, &row) in active.iter().enumerate() {
+                    if done[row] {
+                        left.push(at)
+                    } else {
+                        stay.push(at)
+                    }
+                }
+                if keep && reuse {
+                    let rows: Vec<(usize, usize)> =
+                        left.iter().map(|&at| (at, active[at])).collect();
+                    self.keep_rows(prefixes, c, &rows, requests, &out, weights)?;
+                }
+                cache = Some(c.select_rows(&stay));
+                active = stay.iter().map(|&at| active[at]).collect();
+            }
+            // Without compaction finished rows keep decoding a pad token that nothing reads
+            // (keeps shapes uniform).
+            let positions: Vec<u32> = active
+                .iter()
+                .map(|&row| (requests[row].prompt.len() + out[row].tokens.len() - 1) as u32)
                 .collect();
             let new = Batch {
-                ids: next,
-                batch: n,
+                ids: active.iter().map(|&row| next[row]).collect(),
+                batch: active.len(),
                 len: 1,
                 positions,
-                valid: vec![true; n],
+                valid: vec![true; active.len()],
             };
-            full = append_column(&full, &new);
+            if !compacting {
+                full = append_column(&full, &new);
+            }
             step_batch = if cache.is_some() { new } else { full.clone() };
         }
         if keep
             && reuse
             && let Some(c) = &cache
         {
-            self.keep_rows(prefixes, c, requests, &out, weights)?;
+            let rows: Vec<(usize, usize)> = active.iter().copied().enumerate().collect();
+            self.keep_rows(prefixes, c, &rows, requests, &out, weights)?;
         }
         Ok(out)
     }
@@ -400,17 +442,19 @@ impl CausalLm {
         Ok(())
     }
 
-    /// Keeps every row's prompt and the generated tokens that went through the model (a
-    /// row's last token never does; rows that finished early fed padding afterwards).
+    /// Keeps the prompt and the generated tokens that went through the model (a row's last
+    /// token never does) of each `(row of cache, index into requests)` in `rows`.
     fn keep_rows(
         &self,
         prefixes: &mut PrefixCache,
         cache: &KvCache,
+        rows: &[(usize, usize)],
         requests: &[GenerationRequest],
         out: &[Generation],
         weights: crate::prefix_cache::WeightsKey,
     ) -> Result<()> {
-        for (row, (req, g)) in requests.iter().zip(out).enumerate() {
+        for &(row, i) in rows {
+            let (req, g) = (&requests[i], &out[i]);
             let real = cache.key_valid[row].iter().filter(|&&v| v).count();
             let fed = real - req.prompt.len();
             let keep = req.prompt.len() + fed.min(g.tokens.len());
@@ -510,6 +554,45 @@ mod tests {
         cfg.top_p = Some(0.5); // token 1 alone holds > 0.5
         for _ in 0..20 {
             assert_eq!(pick(&[0.0, 5.0, 1.0], &cfg, &mut rng).0, 1);
+        }
+    }
+
+    /// Top-k keeps the k highest logits, ties to the lower id: logits 3, 1, 3, 2, 3 with k 2
+    /// keep ids 0 and 2 (not 4), each drawn with probability ½ at any temperature; k 4 keeps
+    /// 0, 2, 4, 3 with softmax weights e³ : e³ : e³ : e² (temperature 1), checked against the
+    /// frequencies of 20,000 draws.
+    #[test]
+    fn top_k_keeps_the_highest_logits_with_ties_to_the_lower_id() {
+        let logits = [3.0f32, 1.0, 3.0, 2.0, 3.0];
+        let mut cfg = SamplingConfig::greedy(1);
+        cfg.temperature = 0.7;
+        cfg.top_k = Some(2);
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut counts = [0usize; 5];
+        for _ in 0..20_000 {
+            counts[pick(&logits, &cfg, &mut rng).0 as usize] += 1;
+        }
+        assert_eq!((counts[1], counts[3], counts[4]), (0, 0, 0), "{counts:?}");
+        assert!(
+            (counts[0] as f64 / 20_000.0 - 0.5).abs() < 0.02,
+            "{counts:?}"
+        );
+        cfg.temperature = 1.0;
+        cfg.top_k = Some(4);
+        let mut counts = [0usize; 5];
+        for _ in 0..20_000 {
+            counts[pick(&logits, &cfg, &mut rng).0 as usize] += 1;
+        }
+        let z = 3.0 * 3f64.exp() + 2f64.exp();
+        assert_eq!(counts[1], 0);
+        for (id, w) in [
+            (0, 3f64.exp()),
+            (2, 3f64.exp()),
+            (3, 2f64.exp()),
+            (4, 3f64.exp()),
+        ] {
+            let f = counts[id] as f64 / 20_000.0;
+            assert!((f - w / z).abs() < 0.015, "id {id}: {f} vs {}", w / z);
         }
     }
 }

@@ -240,6 +240,28 @@ impl KvCache {
         })
     }
 
+    /// The rows `rows` of the cache, in that order (every column kept).
+    pub(crate) fn select_rows(&self, rows: &[usize]) -> Self {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| {
+                l.as_ref().map(|(k, v)| {
+                    let ids: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
+                    let idx = Tensor::<1, Int>::from_data(
+                        TensorData::new(ids, [rows.len()]),
+                        &k.device(),
+                    );
+                    (k.clone().select(0, idx.clone()), v.clone().select(0, idx))
+                })
+            })
+            .collect();
+        Self {
+            layers,
+            key_valid: rows.iter().map(|&r| self.key_valid[r].clone()).collect(),
+        }
+    }
+
     /// Row `row` as a one-row cache of its first `keep` real columns (padding dropped).
     pub(crate) fn compact_row(&self, row: usize, keep: usize) -> Result<Self> {
         let valid = self.key_valid.get(row).ok_or_else(|| {

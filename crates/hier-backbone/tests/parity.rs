@@ -472,3 +472,99 @@ fn scoring_at_a_temperature_matches_trl() {
     );
     assert!(bad.unwrap_err().to_string().contains("temperature 0"));
 }
+
+/// Rows that stop early leave the batch: each row of a batch whose rows stop at different
+/// steps (each at a token it generates alone) generates what it generates alone, greedily —
+/// the same tokens, log-probabilities within 1e-4 — and a later call that extends each row's
+/// prompt with its reply reuses the kept keys and values and still equals recomputing.
+#[test]
+fn rows_that_stop_early_leave_the_batch_without_changing_the_others() {
+    use hier_backbone::PrefixCache;
+    for family in FAMILIES {
+        let (lm, _) = load(family, false);
+        let vocab = lm.config.vocab_size as u32;
+        let prompts: Vec<Vec<u32>> = (0..3u32)
+            .map(|row| {
+                (0..20 + 3 * row)
+                    .map(|i| (i * 7 + row * 11 + 3) % vocab)
+                    .collect()
+            })
+            .collect();
+        let cfg = SamplingConfig::greedy(10);
+        let alone: Vec<_> = prompts
+            .iter()
+            .map(|p| {
+                let req = [GenerationRequest {
+                    prompt: p.clone(),
+                    ..Default::default()
+                }];
+                lm.generate(&req, &cfg, None, None).unwrap().remove(0)
+            })
+            .collect();
+        // Row r stops at the token it generates at step 1 + 3r alone (its first occurrence).
+        let stops: Vec<u32> = alone
+            .iter()
+            .enumerate()
+            .map(|(r, g)| g.tokens[(1 + 3 * r).min(g.tokens.len() - 1)])
+            .collect();
+        let requests: Vec<GenerationRequest> = prompts
+            .iter()
+            .zip(&stops)
+            .map(|(p, &s)| GenerationRequest {
+                prompt: p.clone(),
+                stop_tokens: vec![s],
+                ..Default::default()
+            })
+            .collect();
+        let mut cache = PrefixCache::new(10_000);
+        let batched = lm
+            .generate_cached(&requests, &cfg, None, None, &mut cache)
+            .unwrap();
+        let mut lengths = Vec::new();
+        for (r, (b, a)) in batched.iter().zip(&alone).enumerate() {
+            let end = a.tokens.iter().position(|t| *t == stops[r]).unwrap() + 1;
+            assert_eq!(b.tokens, a.tokens[..end], "{family} row {r}");
+            for (x, y) in b.logprobs.iter().zip(&a.logprobs) {
+                assert!(
+                    (x - y).abs() <= 1e-4,
+                    "{family} row {r}: log-prob {x} vs {y}"
+                );
+            }
+            lengths.push(end);
+        }
+        assert!(
+            lengths.windows(2).any(|w| w[0] != w[1]),
+            "{family}: {lengths:?}"
+        );
+        // The next turn: each prompt with its reply and two more tokens.
+        let next: Vec<GenerationRequest> = requests
+            .iter()
+            .zip(&batched)
+            .map(|(q, g)| GenerationRequest {
+                prompt: [q.prompt.clone(), g.tokens.clone(), vec![5, 9]].concat(),
+                stop_tokens: q.stop_tokens.clone(),
+                ..Default::default()
+            })
+            .collect();
+        let cached = lm
+            .generate_cached(&next, &cfg, None, None, &mut cache)
+            .unwrap();
+        let fresh = lm.generate(&next, &cfg, None, None).unwrap();
+        for (r, (a, b)) in cached.iter().zip(&fresh).enumerate() {
+            assert_eq!(a.tokens, b.tokens, "{family} row {r}");
+            for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+                assert!(
+                    (x - y).abs() <= 1e-4,
+                    "{family} row {r}: log-prob {x} vs {y}"
+                );
+            }
+            if family != "phi3" {
+                assert!(
+                    a.reused_tokens >= next[r].prompt.len() - 3,
+                    "{family} row {r}: reused {}",
+                    a.reused_tokens
+                );
+            }
+        }
+    }
+}
