@@ -42,6 +42,11 @@ pub struct PromptedSpec {
     pub demo_obs_chars: usize,
     /// Turns of the current episode shown (older ones are summarised by their count).
     pub history: usize,
+    /// The shown window's start moves this many turns at a time ([`first_shown`]; 0 or 1:
+    /// every turn), so that the prompt's beginning stays the same for several turns and the
+    /// prefix cache reuses it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub history_stride: usize,
     /// Prompt tokens at most (the middle is cut: [`crate::roles::fit_prompt`]).
     pub max_prompt: usize,
     /// Reflexion: trials per task (the paper reports pass@6) and reflections kept in memory.
@@ -57,6 +62,23 @@ pub struct PromptedSpec {
     pub temperature: f32,
     pub top_p: f32,
     pub top_k: usize,
+}
+
+fn is_zero(x: &usize) -> bool {
+    *x == 0
+}
+
+/// The index of the first of `len` turns a prompt shows: the last `history`, except that the
+/// window's start moves `stride` turns at a time (0 or 1: every turn), so that between
+/// `history − stride + 1` and `history` turns show and the text before the window's end — whose
+/// keys and values the prefix cache keeps — changes once every `stride` turns instead of every
+/// turn. `stride` is at most `history` ([`PromptedSpec`]'s profile check).
+pub fn first_shown(len: usize, history: usize, stride: usize) -> usize {
+    let over = len.saturating_sub(history);
+    if stride <= 1 {
+        return over;
+    }
+    (over.div_ceil(stride) * stride).min(len)
 }
 
 /// One parsed reply.
@@ -275,7 +297,7 @@ impl Prompter<'_> {
             }
             text.push('\n');
         }
-        let shown = steps.len().saturating_sub(self.spec.history);
+        let shown = first_shown(steps.len(), self.spec.history, self.spec.history_stride);
         text.push_str("Now your task.\n");
         if shown > 0 {
             text.push_str(&format!("({shown} earlier turns not shown)\n"));
@@ -456,6 +478,23 @@ pub fn rollout_react(
 
 #[cfg(test)]
 mod tests {
+    /// By hand: history 8, stride 4 — turns 9–12 show from turn 4 (5 to 8 turns), 13–16 from
+    /// 8; stride 0 or 1 slides every turn; nothing is hidden before the window fills.
+    #[test]
+    fn the_window_start_moves_by_its_stride() {
+        let starts: Vec<usize> = (0..=17).map(|n| first_shown(n, 8, 4)).collect();
+        assert_eq!(
+            starts,
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12]
+        );
+        for n in 0..20 {
+            assert_eq!(first_shown(n, 8, 0), n.saturating_sub(8));
+            assert_eq!(first_shown(n, 8, 1), n.saturating_sub(8));
+            let shown = n - first_shown(n, 8, 4);
+            assert!(shown == n || (5..=8).contains(&shown), "{n}: {shown}");
+        }
+    }
+
     use super::*;
 
     /// Demonstrations are drawn per kind, and a prompt shows those of its task's kind (all
@@ -506,6 +545,7 @@ mod tests {
             demos: 2,
             demo_obs_chars: 100,
             history: 4,
+            history_stride: 0,
             max_prompt: 1024,
             reflexion_trials: 1,
             reflexion_memory: 1,

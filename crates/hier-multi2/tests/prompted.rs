@@ -21,6 +21,7 @@ fn spec() -> PromptedSpec {
         demos: 1,
         demo_obs_chars: 60,
         history: 50,
+        history_stride: 0,
         max_prompt: 100_000,
         reflexion_trials: 3,
         reflexion_memory: 2,

@@ -261,6 +261,12 @@ impl Profile {
                 "eval needs seeds, parallel > 0 and tasks_per_split > 0".into(),
             ));
         }
+        if self.prompted.history_stride > self.prompted.history {
+            return Err(Error::invalid(format!(
+                "prompted: history_stride {} is more than history {} (the window would skip turns)",
+                self.prompted.history_stride, self.prompted.history
+            )));
+        }
         if self.prompted.reflexion_seeds.is_empty() || self.prompted.reflexion_trials == 0 {
             return Err(Error::invalid(
                 "prompted: reflexion needs seeds and at least one trial".into(),
