@@ -162,15 +162,22 @@ pub fn bootstrap_interval(
             stat(&idx)
         })
         .collect();
-    stats.sort_by(|x, y| x.total_cmp(y));
-    let at = |q: f64| stats[((q * resamples as f64).ceil() as usize).clamp(1, resamples) - 1];
+    let (lo, hi) = central_95(&mut stats);
     let all: Vec<usize> = (0..n).collect();
     Some(PairedDifference {
         mean: stat(&all),
-        lo: at(0.025),
-        hi: at(0.975),
+        lo,
+        hi,
         n,
     })
+}
+
+/// The nearest-rank 2.5 % and 97.5 % order statistics of bootstrap draws (sorted here).
+fn central_95(draws: &mut [f64]) -> (f64, f64) {
+    draws.sort_by(|x, y| x.total_cmp(y));
+    let r = draws.len();
+    let at = |q: f64| draws[((q * r as f64).ceil() as usize).clamp(1, r) - 1];
+    (at(0.025), at(0.975))
 }
 
 /// `mean(b) − mean(a)` of two independent samples (different tasks, e.g. ID against OOD)
@@ -196,13 +203,11 @@ pub fn two_sample_bootstrap(a: &[f64], b: &[f64]) -> Option<PairedDifference> {
             draw(b) - x
         })
         .collect();
-    diffs.sort_by(|x, y| x.total_cmp(y));
-    let r = PAIRED_RESAMPLES as f64;
-    let at = |q: f64| diffs[((q * r).ceil() as usize).clamp(1, PAIRED_RESAMPLES) - 1];
+    let (lo, hi) = central_95(&mut diffs);
     Some(PairedDifference {
         mean: m(b) - m(a),
-        lo: at(0.025),
-        hi: at(0.975),
+        lo,
+        hi,
         n: a.len() + b.len(),
     })
 }

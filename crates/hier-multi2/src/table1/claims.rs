@@ -584,13 +584,7 @@ mod tests {
                 pass1: None,
             })
             .collect();
-        Cell {
-            method,
-            env,
-            split,
-            summary: summarise(&results),
-            results,
-        }
+        Cell::new(method, env, split, results)
     }
 
     fn find<'a>(cs: &'a [Claim], start: &str) -> &'a Claim {

@@ -493,7 +493,7 @@ fn ablation_boxes(path: &Path, rows: &[AblationRow]) -> Drawn {
 mod tests {
     use super::*;
     use crate::table1::profile::{Ablation, Method};
-    use hier_train::eval::{EpisodeResult, summarise};
+    use hier_train::eval::EpisodeResult;
 
     /// Episodes of 12 tasks × 3 seeds on one column; `won(task, seed)`.
     fn cell(method: Method, env: EnvKind, split: Split, won: impl Fn(u64, u64) -> bool) -> Cell {
@@ -515,13 +515,7 @@ mod tests {
                 pass1: None,
             })
             .collect();
-        Cell {
-            method,
-            env,
-            split,
-            summary: summarise(&results),
-            results,
-        }
+        Cell::new(method, env, split, results)
     }
 
     /// Every figure draws from hand-made cells (ID and OOD, an all-zero method, ablations over

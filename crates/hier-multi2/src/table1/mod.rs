@@ -157,14 +157,12 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
             let results =
                 ctx.evaluate(&stage, method.name(), &trained, &eval_tasks, &profile.eval)?;
             for (split, tasks, _) in &eval_tasks {
-                let results = of_tasks(&results, tasks);
-                cells.push(Cell {
-                    method: *method,
-                    env: *env_name,
-                    split: *split,
-                    summary: summarise(&results),
-                    results,
-                });
+                cells.push(Cell::new(
+                    *method,
+                    *env_name,
+                    *split,
+                    of_tasks(&results, tasks),
+                ));
             }
         }
         // Ablations: each variant trained with every seed, evaluated on a subset.

@@ -331,7 +331,7 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hier_train::eval::{EpisodeResult, summarise};
+    use hier_train::eval::EpisodeResult;
 
     fn cell(method: Method, seeds: &[u64], success: impl Fn(u64, u64) -> bool) -> Cell {
         let results: Vec<EpisodeResult> = seeds
@@ -351,13 +351,7 @@ mod tests {
                 })
             })
             .collect();
-        Cell {
-            method,
-            env: EnvKind::Textcraft,
-            split: Split::Id,
-            summary: summarise(&results),
-            results,
-        }
+        Cell::new(method, EnvKind::Textcraft, Split::Id, results)
     }
 
     /// By hand: Multi² solves every (task, seed) pair and ReAct none, so every paired

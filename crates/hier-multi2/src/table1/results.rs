@@ -33,6 +33,17 @@ pub struct Cell {
 }
 
 impl Cell {
+    /// The cell of `results`, summarised.
+    pub fn new(method: Method, env: EnvKind, split: Split, results: Vec<EpisodeResult>) -> Self {
+        Self {
+            method,
+            env,
+            split,
+            summary: hier_train::eval::summarise(&results),
+            results,
+        }
+    }
+
     /// `f` of every episode, keyed by (task, seed).
     pub fn keyed(&self, f: impl Fn(&EpisodeResult) -> f64) -> BTreeMap<(String, u64), f64> {
         self.results
