@@ -14,12 +14,10 @@ use serde::{Deserialize, Serialize};
 use crate::claims::tau_monotone_claim;
 use crate::error::{Error, Result};
 use crate::mas_pipeline::{MasEvaluation, MasMethod, MasProfile, MasRun};
-use crate::report::mean;
+use crate::report::{mean, seed_interval};
 use hier_train::SharedErrors as _;
 use hier_train::charts::{Drawn, PALETTE, Series, grouped_bars};
-use hier_train::metrics::{
-    PairedDifference, estimate, paired_by_key, show_paired, verdict, verdict_small,
-};
+use hier_train::metrics::{PairedDifference, paired_by_key, show_paired, verdict, verdict_small};
 use hier_train::stages::{BackboneSpec, StageRecord, write_json};
 
 /// The paper's pipeline results (METHODS.md B; F1 points over no steering; agent turns per
@@ -55,6 +53,12 @@ pub struct MasRow {
     pub answered: f64,
     pub agent_turns_per_task: f64,
     pub interventions_per_task: f64,
+    /// Half-widths of the 95 % t-intervals over the seeds' means of agent turns and
+    /// interventions per task (≥ 2 seeds).
+    #[serde(default)]
+    pub agent_turns_ci95: Option<f64>,
+    #[serde(default)]
+    pub interventions_ci95: Option<f64>,
     /// Interventions per agent turn.
     pub coverage: f64,
     pub rejects_per_task: f64,
@@ -93,11 +97,9 @@ fn difference(
 pub fn row(e: &MasEvaluation, base: Option<&MasEvaluation>) -> MasRow {
     let r = &e.results;
     let n = r.len().max(1) as f64;
-    let mut seeds: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
     let mut by_hops: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     let mut by_set: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for x in r {
-        seeds.entry(x.seed).or_default().push(100.0 * x.f1);
         if let Some(h) = x.hops {
             by_hops.entry(h).or_default().push(100.0 * x.f1);
         }
@@ -105,7 +107,6 @@ pub fn row(e: &MasEvaluation, base: Option<&MasEvaluation>) -> MasRow {
             by_set.entry(s.clone()).or_default().push(100.0 * x.f1);
         }
     }
-    let seed_means: Vec<f64> = seeds.values().map(|v| mean(v.iter().copied())).collect();
     let sum =
         |f: fn(&crate::mas_pipeline::MasResult) -> usize| r.iter().map(f).sum::<usize>() as f64;
     let turns = sum(|x| x.agent_turns);
@@ -117,7 +118,7 @@ pub fn row(e: &MasEvaluation, base: Option<&MasEvaluation>) -> MasRow {
         tau: e.tau,
         episodes: r.len(),
         f1: mean(r.iter().map(|x| 100.0 * x.f1)),
-        f1_ci95: estimate(&seed_means).half_width,
+        f1_ci95: seed_interval(r, |x| x.seed, |x| 100.0 * x.f1),
         em: mean(r.iter().map(|x| 100.0 * x.em)),
         f1_by_hops: by_hops
             .into_iter()
@@ -135,7 +136,9 @@ pub fn row(e: &MasEvaluation, base: Option<&MasEvaluation>) -> MasRow {
             }
         })),
         agent_turns_per_task: turns / n,
+        agent_turns_ci95: seed_interval(r, |x| x.seed, |x| x.agent_turns as f64),
         interventions_per_task: interventions / n,
+        interventions_ci95: seed_interval(r, |x| x.seed, |x| x.interventions as f64),
         coverage: interventions / turns.max(1.0),
         rejects_per_task: sum(|x| x.rejects_executed) / n,
         rejects_refused_per_task: sum(|x| x.rejects_refused) / n,
@@ -462,27 +465,31 @@ fn draw(out: &Path, p: &MasProfile, rows: &[MasRow]) -> Result<()> {
         &series,
     );
     drawn.map_err(|e| Error::figure(format!("{}: {e}", dir.join("f1.png").display())))?;
+    let top = |x: f64, ci: Option<f64>| x + ci.unwrap_or(0.0);
     let cost_max = main
         .iter()
-        .map(|r| r.agent_turns_per_task.max(r.interventions_per_task))
+        .map(|r| {
+            top(r.agent_turns_per_task, r.agent_turns_ci95)
+                .max(top(r.interventions_per_task, r.interventions_ci95))
+        })
         .fold(0.0f64, f64::max);
     let series: Vec<Series> = vec![
         (
             "agent turns / task".into(),
             main.iter()
-                .map(|r| (r.agent_turns_per_task, None))
+                .map(|r| (r.agent_turns_per_task, r.agent_turns_ci95))
                 .collect(),
         ),
         (
             "interventions / task".into(),
             main.iter()
-                .map(|r| (r.interventions_per_task, None))
+                .map(|r| (r.interventions_per_task, r.interventions_ci95))
                 .collect(),
         ),
     ];
     grouped_bars(
         &dir.join("cost.png"),
-        "Cost per task (means over questions × seeds)",
+        "Cost per task (95 % t-interval over seeds)",
         "per task",
         (cost_max * 1.25).max(1.0),
         &groups,

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::profile::{ExecutorSpec, SteerMethod, SteeringProfile};
 use crate::results::{Evaluation, SteeringRun};
 use hier_train::SharedErrors as _;
-use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars};
+use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars, grouped_bars_bounded};
 use hier_train::metrics::{PairedDifference, paired_by_key, show_paired};
 use hier_train::stages::BackboneSpec;
 use hier_train::stages::{StageRecord, write_json};
@@ -56,6 +56,12 @@ pub struct Row {
     /// Interventions per executor turn.
     pub intervention_rate: f64,
     pub turns_per_task: f64,
+    /// Half-widths of the 95 % t-intervals over the seeds' means of executor turns and
+    /// interventions per task (≥ 2 seeds).
+    #[serde(default)]
+    pub turns_ci95: Option<f64>,
+    #[serde(default)]
+    pub interventions_ci95: Option<f64>,
     pub slow_path_runs_per_task: f64,
     pub executor_tokens_per_task: f64,
     /// F1 points over no steering with the same executor.
@@ -90,17 +96,27 @@ pub(crate) fn mean(xs: impl Iterator<Item = f64>) -> f64 {
     hier_train::metrics::mean(xs).unwrap_or(f64::NAN)
 }
 
+/// Half-width of the 95 % t-interval over the evaluation seeds' means of a per-episode
+/// quantity: `t₀.₉₇₅(k−1) · s / √k` for `k` seeds (with 3 seeds t = 4.303, not the normal 1.96);
+/// `None` with fewer than two seeds.
+pub(crate) fn seed_interval<T>(
+    episodes: &[T],
+    seed: impl Fn(&T) -> u64,
+    value: impl Fn(&T) -> f64,
+) -> Option<f64> {
+    let mut seeds: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for x in episodes {
+        seeds.entry(seed(x)).or_default().push(value(x));
+    }
+    let seed_means: Vec<f64> = seeds.values().map(|v| mean(v.iter().copied())).collect();
+    hier_train::metrics::estimate(&seed_means).half_width
+}
+
 /// Summarises one evaluation.
 pub fn row(e: &Evaluation) -> Row {
     let r = &e.results;
     let n = r.len().max(1) as f64;
-    let mut seeds: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
-    for x in r {
-        seeds.entry(x.seed).or_default().push(100.0 * x.f1);
-    }
-    // A t-interval over the seeds' means (with 3 seeds t₀.₉₇₅(2) = 4.303, not the normal 1.96).
-    let seed_means: Vec<f64> = seeds.values().map(|v| mean(v.iter().copied())).collect();
-    let f1_ci95 = hier_train::metrics::estimate(&seed_means).half_width;
+    let f1_ci95 = seed_interval(r, |x| x.seed, |x| 100.0 * x.f1);
     let mut by_hops: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     let mut by_set: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for x in r {
@@ -134,6 +150,8 @@ pub fn row(e: &Evaluation) -> Row {
         interventions_per_task: interventions as f64 / n,
         intervention_rate: interventions as f64 / turns.max(1) as f64,
         turns_per_task: turns as f64 / n,
+        turns_ci95: seed_interval(r, |x| x.seed, |x| x.turns as f64),
+        interventions_ci95: seed_interval(r, |x| x.seed, |x| x.interventions as f64),
         slow_path_runs_per_task: e.slow_path_runs as f64 / n,
         executor_tokens_per_task: mean(r.iter().map(|x| x.executor_tokens as f64)),
         gain: None,
@@ -180,7 +198,8 @@ fn fmt(x: Option<f64>, digits: usize) -> String {
     }
 }
 
-/// F1 % by hop count (the synthetic world) or by test set (`[files]`), labelled.
+/// F1 % by hop count (the synthetic world; only the hop counts it asks questions of) or by
+/// test set (`[files]`), labelled.
 fn breakdown(p: &SteeringProfile, r: &Row) -> Vec<(String, Option<f64>)> {
     match &p.files {
         Some(f) => f
@@ -189,6 +208,11 @@ fn breakdown(p: &SteeringProfile, r: &Row) -> Vec<(String, Option<f64>)> {
             .map(|k| (k.clone(), r.f1_by_set.get(k).copied()))
             .collect(),
         None => (1..=4)
+            .filter(|h| {
+                p.world
+                    .as_ref()
+                    .is_none_or(|w| w.questions_per_hop[h - 1] > 0)
+            })
             .map(|h| {
                 let label = if h == 1 {
                     "1 hop".into()
@@ -342,7 +366,7 @@ fn markdown(
         "\n## τ sweep of the trained agent (no retraining)\n\n\
          Paper: the highest intervention frequency gains +17.11 F1; gain per intervention is \
          highest at low frequency.\n\n\
-         | τ | interventions/task | interventions/turn | F1 | total gain | gain/intervention |\n\
+         | τ | interventions/task | interventions/turn | F1 | total gain [95 %, paired] | gain/intervention |\n\
          |---|---|---|---|---|---|\n",
     );
     for r in sweep_rows(rows) {
@@ -352,7 +376,11 @@ fn markdown(
             r.interventions_per_task,
             r.intervention_rate,
             r.f1,
-            fmt(r.gain, 1),
+            if r.gain_ci.is_some() {
+                show_paired(&r.gain_ci, 1)
+            } else {
+                fmt(r.gain, 1)
+            },
             fmt(r.gain_per_intervention, 2)
         ));
     }
@@ -548,10 +576,10 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
             (r.label.clone(), v)
         })
         .collect();
-    grouped_bars(
+    grouped_bars_bounded(
         &dir.join("f1.png"),
         &format!(
-            "F1 by method, overall and by {} (profile {})",
+            "F1 by method, overall (95 % t-interval over seeds) and by {} (profile {})",
             if p.files.is_some() {
                 "test set"
             } else {
@@ -560,15 +588,20 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
             p.name
         ),
         "F1 %",
+        f1_axis(&series),
         100.0,
         &groups,
         &series,
     )
     .map_err(e)?;
     // Cost: interventions and executor turns per task.
+    let top = |x: f64, ci: Option<f64>| x + ci.unwrap_or(0.0);
     let cost_max = main
         .iter()
-        .map(|r| r.turns_per_task.max(r.interventions_per_task))
+        .map(|r| {
+            top(r.turns_per_task, r.turns_ci95)
+                .max(top(r.interventions_per_task, r.interventions_ci95))
+        })
         .fold(1.0, f64::max)
         * 1.15;
     let series: Vec<Series> = main
@@ -576,13 +609,16 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
         .map(|r| {
             (
                 r.label.clone(),
-                vec![(r.interventions_per_task, None), (r.turns_per_task, None)],
+                vec![
+                    (r.interventions_per_task, r.interventions_ci95),
+                    (r.turns_per_task, r.turns_ci95),
+                ],
             )
         })
         .collect();
     grouped_bars(
         &dir.join("cost.png"),
-        "Interventions and executor turns per task",
+        "Interventions and executor turns per task (95 % t-interval over seeds)",
         "per task",
         cost_max,
         &[
@@ -618,10 +654,11 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
             (m.label().to_string(), v)
         })
         .collect();
-    grouped_bars(
+    grouped_bars_bounded(
         &dir.join("transfer.png"),
-        "Transfer without retraining: F1 on the training executor and others",
+        "Transfer without retraining: F1 on the training executor and others (95 % t-interval)",
         "F1 %",
+        f1_axis(&series),
         100.0,
         &std::iter::once("training executor".to_string())
             .chain(p.transfer.iter().map(|x| x.name.clone()))
@@ -633,21 +670,42 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
     Ok(())
 }
 
-/// Total gain (left) and gain per intervention (right) against interventions per task.
+/// The top of an F1 axis: the highest bar or whisker with headroom for the legend, at least 5
+/// points (so a row of zeros still has a frame) and at most 100.
+fn f1_axis(series: &[Series]) -> f64 {
+    let top = series
+        .iter()
+        .flat_map(|(_, v)| v.iter())
+        .filter(|(x, _)| x.is_finite())
+        .map(|(x, ci)| x + ci.unwrap_or(0.0))
+        .fold(0.0f64, f64::max);
+    (top * 1.3).clamp(5.0, 100.0)
+}
+
+/// Total gain (left) and gain per intervention (right) against interventions per task, each
+/// with the gain's 95 % paired bootstrap interval (per intervention: the interval divided by the
+/// row's interventions per task, which the τ fixes).
 fn tau_sweep(path: &Path, rows: &[&Row]) -> Drawn {
     let root = BitMapBackend::new(path, (1000, 440)).into_drawing_area();
     root.fill(&WHITE)?;
     let (left, right) = root.split_horizontally(500);
-    // (interventions per task, value, label) per τ.
-    type Points = Vec<(f64, f64, String)>;
-    let pts = |f: &dyn Fn(&Row) -> Option<f64>| -> Points {
+    // (interventions per task, value, its interval, label) per τ.
+    type Points = Vec<(f64, f64, Option<(f64, f64)>, String)>;
+    let pts = |per_intervention: bool| -> Points {
         rows.iter()
             .filter_map(|r| {
-                let y = f(r)?;
+                let scale = if per_intervention {
+                    (r.interventions_per_task > 0.0).then_some(r.interventions_per_task)?
+                } else {
+                    1.0
+                };
+                let y = r.gain? / scale;
+                let ci = r.gain_ci.map(|d| (d.lo / scale, d.hi / scale));
                 y.is_finite().then(|| {
                     (
                         r.interventions_per_task,
                         y,
+                        ci,
                         format!("τ={}", r.tau.unwrap_or(f64::NAN)),
                     )
                 })
@@ -655,18 +713,15 @@ fn tau_sweep(path: &Path, rows: &[&Row]) -> Drawn {
             .collect()
     };
     let panels: [(&DrawingArea<_, _>, &str, Points); 2] = [
-        (&left, "total gain (F1 points)", pts(&|r| r.gain)),
-        (
-            &right,
-            "gain per intervention",
-            pts(&|r| r.gain_per_intervention),
-        ),
+        (&left, "total gain (F1 points)", pts(false)),
+        (&right, "gain per intervention", pts(true)),
     ];
     for (k, (area, what, p)) in panels.into_iter().enumerate() {
         let xmax = p.iter().map(|x| x.0).fold(0.1, f64::max) * 1.15;
-        let (ymin, ymax) = p
-            .iter()
-            .fold((-1.0f64, 1.0f64), |(a, b), x| (a.min(x.1), b.max(x.1)));
+        let (ymin, ymax) = p.iter().fold((-1.0f64, 1.0f64), |(a, b), x| {
+            let (lo, hi) = x.2.unwrap_or((x.1, x.1));
+            (a.min(lo).min(x.1), b.max(hi).max(x.1))
+        });
         let pad = 0.15 * (ymax - ymin);
         let mut chart = ChartBuilder::on(area)
             .caption(format!("τ sweep: {what}"), ("sans-serif", 18))
@@ -677,21 +732,32 @@ fn tau_sweep(path: &Path, rows: &[&Row]) -> Drawn {
         chart
             .configure_mesh()
             .x_desc("interventions per task")
-            .y_desc(what)
+            .y_desc(format!("{what}, 95 % paired interval"))
             .label_style(("sans-serif", 13))
             .draw()?;
         let color = PALETTE[k];
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(0.0, 0.0), (xmax, 0.0)],
+            BLACK.mix(0.4).stroke_width(1),
+        )))?;
         let mut line: Vec<(f64, f64)> = p.iter().map(|x| (x.0, x.1)).collect();
-        line.sort_by(|a, b| a.0.partial_cmp(&b.0).expect("finite"));
+        line.sort_by(|a, b| a.0.total_cmp(&b.0));
         chart.draw_series(LineSeries::new(line, color.stroke_width(2)))?;
+        chart.draw_series(p.iter().filter_map(|(x, _, ci, _)| {
+            let (lo, hi) = (*ci)?;
+            Some(PathElement::new(
+                vec![(*x, lo), (*x, hi)],
+                BLACK.stroke_width(1),
+            ))
+        }))?;
         chart.draw_series(
             p.iter()
-                .map(|(x, y, _)| Circle::new((*x, *y), 4, color.filled())),
+                .map(|(x, y, _, _)| Circle::new((*x, *y), 4, color.filled())),
         )?;
-        chart.draw_series(
-            p.iter()
-                .map(|(x, y, l)| Text::new(l.clone(), (*x, *y), ("sans-serif", 12))),
-        )?;
+        // Labels beside their marks (6 px right, 16 px up), not on them.
+        chart.draw_series(p.iter().map(|(x, y, _, l)| {
+            EmptyElement::at((*x, *y)) + Text::new(l.clone(), (6, -16), ("sans-serif", 12))
+        }))?;
     }
     root.present()?;
     Ok(())
@@ -739,5 +805,36 @@ mod tests {
             ..e
         };
         assert_eq!(row(&one_seed).f1_ci95, None);
+    }
+
+    /// Executor turns per task get the same t-interval over seeds: seed 0 plays 4 turns, seed 1
+    /// 2 and 8 (mean 5), seed 2 6 — seed means 4, 5, 6, s = 1, half-width 4.303 / √3 = 2.484.
+    /// Interventions are 1 in every episode: a zero-width interval, not a missing one.
+    #[test]
+    fn turns_and_interventions_get_t_intervals_over_seeds() {
+        let result = |seed: u64, turns: usize| QaResult {
+            task: hier_envs::Task::new("qa", seed),
+            seed,
+            hops: Some(1),
+            test_set: None,
+            f1: 0.0,
+            em: 0.0,
+            answered: false,
+            turns,
+            interventions: 1,
+            executor_tokens: 10,
+        };
+        let e = Evaluation {
+            method: SteerMethod::ZeroShot,
+            executor: "main".into(),
+            tau: Some(0.5),
+            results: vec![result(0, 4), result(1, 2), result(1, 8), result(2, 6)],
+            slow_path_runs: 0,
+        };
+        let r = row(&e);
+        assert!((r.turns_per_task - 5.0).abs() < 1e-12);
+        let ci = r.turns_ci95.unwrap();
+        assert!((ci - 4.303 / 3f64.sqrt()).abs() < 1e-9, "{ci}");
+        assert_eq!(r.interventions_ci95, Some(0.0));
     }
 }
