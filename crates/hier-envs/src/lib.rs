@@ -114,8 +114,17 @@ impl std::fmt::Display for Task {
 pub struct Reset {
     /// The first observation, exactly as the original environment prints it.
     pub observation: String,
-    /// The task in words (TextCraft: `craft <item>`; ScienceWorld: the task description).
+    /// The task description `K` (TextCraft: `craft <item>`, a blank line and the episode's
+    /// crafting commands, as the authors' data; ScienceWorld: the task description; ALFWorld:
+    /// the goal). Its first line names the task ([`headline`]).
     pub description: String,
+}
+
+/// The first line of a task description: the task named without its context (TextCraft:
+/// `craft <item>` without the crafting commands), for prompts that restate the task next to an
+/// observation that already shows the rest.
+pub fn headline(description: &str) -> &str {
+    description.lines().next().unwrap_or("").trim()
 }
 
 /// Side information of one step.

@@ -114,6 +114,32 @@ fn goals_and_reset_observations_match_python_for_seeds_0_to_199() {
     }
 }
 
+/// The task description K is the authors' TextCraft format (their released planner data:
+/// `craft <item>`, a blank line, `Crafting commands:` and the lines): read here off Python's
+/// first observation (`Crafting commands:\n<lines>\n\nGoal: craft <item>.`), so the
+/// commands stay in every prompt that shows K after the first observation is gone.
+#[test]
+fn the_task_description_carries_the_goal_and_the_crafting_commands() {
+    let mut env = env();
+    for g in jsonl("goals.jsonl") {
+        let seed = g["seed"].as_u64().unwrap();
+        let obs = g["observation"].as_str().unwrap();
+        let (commands, goal) = obs.split_once("\n\nGoal: ").unwrap();
+        let goal = goal.strip_suffix('.').unwrap();
+        let reset = env.reset(&Task::new("craft", seed)).unwrap();
+        assert_eq!(
+            reset.description,
+            format!("{goal}\n\n{commands}"),
+            "seed {seed}"
+        );
+        assert_eq!(hier_envs::headline(&reset.description), goal, "seed {seed}");
+    }
+    assert_eq!(
+        hier_envs::headline("put a hot mug in cabinet"),
+        "put a hot mug in cabinet"
+    );
+}
+
 #[test]
 fn transcripts_match_python_step_by_step() {
     let mut env = env();

@@ -152,7 +152,7 @@ fn plan_prompt(
     for d in prompter.demos_for(kind) {
         text.push_str(&format!(
             "Task: {}\nPlan: {}\n\n",
-            d.task.trim(),
+            hier_envs::headline(&d.task),
             render_plan(&d.subgoals, true)
         ));
     }
@@ -160,7 +160,7 @@ fn plan_prompt(
     text.push_str(&format!(
         "Now your task.\nCurrent observation: {}\nTask: {}\nPlan:",
         obs.trim(),
-        task.trim()
+        hier_envs::headline(task)
     ));
     prompter.chat(text)
 }

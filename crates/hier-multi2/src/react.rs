@@ -121,11 +121,12 @@ fn clip(s: &str, chars: usize) -> String {
     }
 }
 
-/// Renders an episode: `Task: K`, `Obs: o_0`, then `> line` / observation per turn.
+/// Renders an episode: `Task:` and the task's headline (the first observation shows the rest of
+/// `K`, e.g. TextCraft's crafting commands), `Obs: o_0`, then `> line` / observation per turn.
 pub fn render_episode(task: &str, first_obs: &str, steps: &[Step], obs_chars: usize) -> String {
     let mut out = format!(
         "Task: {}\nObs: {}\n",
-        task.trim(),
+        hier_envs::headline(task),
         clip(first_obs, obs_chars)
     );
     for s in steps {
@@ -308,7 +309,10 @@ impl Prompter<'_> {
             &steps[shown..],
             usize::MAX,
         ));
-        text.push_str(&format!("Your task: {}. Your next line:", task.trim()));
+        text.push_str(&format!(
+            "Your task: {}. Your next line:",
+            hier_envs::headline(task)
+        ));
         Ok(self.chat(text)? + REPLY_START)
     }
 

@@ -57,7 +57,7 @@ fn demo() -> Demo {
 /// Answers like a model would, from what the prompt says: the expert's next action for the
 /// task named at the prompt's end, or scripted failures.
 struct Scripted {
-    /// (task description, expert actions).
+    /// (task headline, expert actions).
     gold: Gold,
     /// Solve only once a reflection is in the prompt (Reflexion's second trial).
     needs_lesson: bool,
@@ -133,7 +133,7 @@ impl TextPolicy for Scripted {
     }
 }
 
-/// (task description, expert actions) per task.
+/// (task headline, expert actions) per task.
 type Gold = Vec<(String, Vec<String>)>;
 
 fn textcraft_with_gold(n: usize) -> (Vec<Box<dyn Env>>, Vec<Task>, Gold) {
@@ -143,7 +143,11 @@ fn textcraft_with_gold(n: usize) -> (Vec<Box<dyn Env>>, Vec<Task>, Gold) {
         .iter()
         .map(|t| {
             let r = env.reset(t).unwrap();
-            (r.description, env.gold_actions().unwrap().unwrap())
+            // Prompts restate a task by its headline (TextCraft's K also lists the commands).
+            (
+                hier_envs::headline(&r.description).to_owned(),
+                env.gold_actions().unwrap().unwrap(),
+            )
         })
         .collect();
     let envs = (0..n)

@@ -203,15 +203,21 @@ impl TextCraft {
     }
 
     /// `"Crafting commands:\n" + lines + "\n\nGoal: craft <name>."`
-    fn render(&self, goal: &str, shown: &[u32]) -> String {
+    /// `Crafting commands:\n<line>\n<line>…`: the recipe lines shown this episode.
+    fn commands(&self, shown: &[u32]) -> String {
         let index = &self.shared.index;
-        let mut obs = String::from("Crafting commands:\n");
+        let mut block = String::from("Crafting commands:\n");
         for (k, &l) in shown.iter().enumerate() {
             if k > 0 {
-                obs.push('\n');
+                block.push('\n');
             }
-            obs.push_str(&index.line_text[l as usize]);
+            block.push_str(&index.line_text[l as usize]);
         }
+        block
+    }
+
+    fn render(&self, goal: &str, shown: &[u32]) -> String {
+        let mut obs = self.commands(shown);
         obs.push_str("\n\nGoal: craft ");
         obs.push_str(&display_name(goal));
         obs.push('.');
@@ -471,9 +477,13 @@ impl Env for TextCraft {
             )));
         }
         let (goal, _, shown) = self.start(task.index);
+        // The task description K as the authors' released TextCraft data write it: the goal,
+        // a blank line, then the crafting commands. The commands are shown only in the first
+        // observation, so an agent prompted with K and the current observation (the planner,
+        // the flat policies) would otherwise never see a recipe after its first step.
         Ok(Reset {
             observation: self.render(&goal, &shown),
-            description: format!("craft {}", display_name(&goal)),
+            description: format!("craft {}\n\n{}", display_name(&goal), self.commands(&shown)),
         })
     }
 
