@@ -73,6 +73,10 @@ pub struct EnvSpec {
     /// Whether a noisy demonstration replans from the current state after a deviation (the
     /// expert plans from any state) rather than recovering the deviation first.
     pub replans: bool,
+    /// Version of the text it shows agents (task description, observations): the data stage's
+    /// key carries it from 2 on, so stages built on an older text are recomputed, not reused.
+    /// TextCraft 2: the task description carries the crafting commands.
+    pub text_version: u32,
     /// Opens it from the assets `cargo xtask setup` fetched.
     pub open: fn() -> hier_envs::Result<Box<dyn Env>>,
 }
@@ -100,6 +104,7 @@ pub const REGISTRY: [EnvSpec; 3] = [
         splits: &[Split::Id, Split::Ood],
         segmenter: Segmenter::Scienceworld,
         replans: false,
+        text_version: 1,
         open: open_scienceworld,
     },
     EnvSpec {
@@ -109,6 +114,7 @@ pub const REGISTRY: [EnvSpec; 3] = [
         splits: &[Split::Id, Split::Ood],
         segmenter: Segmenter::Alfworld,
         replans: true,
+        text_version: 1,
         open: open_alfworld,
     },
     EnvSpec {
@@ -118,6 +124,7 @@ pub const REGISTRY: [EnvSpec; 3] = [
         splits: &[Split::Id],
         segmenter: Segmenter::Textcraft,
         replans: false,
+        text_version: 2,
         open: open_textcraft,
     },
 ];

@@ -68,13 +68,25 @@ pub fn run(profile: &Profile, cfg: &RunConfig) -> Result<Report> {
     run_pipeline(profile, cfg, |st| run_stages(profile, cfg, st))
 }
 
+/// The key of an environment's expert-data stage, which every later stage of that environment
+/// builds on: the data settings, the seed and — from version 2 on — the version of the text the
+/// environment shows (version 1 leaves the key as it was, so unchanged environments keep their
+/// stages).
+fn data_key(profile: &Profile, env: EnvKind) -> serde_json::Value {
+    let mut key = serde_json::json!({"env": env, "data": profile.data, "seed": profile.seed});
+    if env.spec().text_version > 1 {
+        key["text_version"] = env.spec().text_version.into();
+    }
+    key
+}
+
 fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()> {
     let started = Instant::now();
     // 1. Expert data and evaluation tasks per environment.
     let mut data_dirs = BTreeMap::new();
     let mut task_dirs = BTreeMap::new();
     for env_name in &profile.envs {
-        let key = serde_json::json!({"env": env_name, "data": profile.data, "seed": profile.seed});
+        let key = data_key(profile, *env_name);
         let dir = st.run(&format!("data-{env_name}"), key, |dir| -> Result<()> {
             let mut env = env_name.open()?;
             let train = env.tasks(Split::Train)?;
@@ -705,6 +717,26 @@ mod tests {
 
     fn configs() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs/table1")
+    }
+
+    /// ScienceWorld's and ALFWorld's data keys are the keys written before text versions
+    /// existed (their stages stay valid); TextCraft's carries version 2, so its stages built
+    /// on the old task description are not reused.
+    #[test]
+    fn only_a_changed_environment_text_changes_its_data_key() {
+        let p = Profile::from_file(&configs().join("small.toml")).unwrap();
+        for env in [EnvKind::Scienceworld, EnvKind::Alfworld] {
+            assert_eq!(
+                data_key(&p, env),
+                serde_json::json!({"env": env, "data": p.data, "seed": p.seed})
+            );
+        }
+        let tc = data_key(&p, EnvKind::Textcraft);
+        assert_eq!(tc["text_version"], 2);
+        assert_ne!(
+            tc,
+            serde_json::json!({"env": EnvKind::Textcraft, "data": p.data, "seed": p.seed})
+        );
     }
 
     #[test]
