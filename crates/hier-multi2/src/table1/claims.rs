@@ -377,15 +377,26 @@ fn efficiency(cells: &[Cell]) -> Option<Claim> {
             "(d) token efficiency Multi² > Glider > GRPO > Reflexion > ADaPT on {} (paper: 4.48 / 3.36 / 1.89 / 1.01 / 0.66 × ReAct)",
             env.column_label(split)
         ),
-        measured: format!(
-            "successes per 1000 tokens: {}; Δ {}",
-            measured.join(", "),
-            links
-                .iter()
-                .map(|(n, d)| format!("{n} {}", show_paired(d, 3)))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ),
+        measured: if ran.is_empty() {
+            "none of these methods ran".into()
+        } else {
+            format!(
+                "successes per 1000 tokens: {}{}",
+                measured.join(", "),
+                if links.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; Δ {}",
+                        links
+                            .iter()
+                            .map(|(n, d)| format!("{n} {}", show_paired(d, 3)))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                }
+            )
+        },
         verdict: if ran.len() < ORDER.len() {
             "no power (not every method ran)".into()
         } else if floor {
@@ -663,6 +674,17 @@ mod tests {
         assert_eq!(
             find(&zero, "(c) Multi²").verdict,
             "no power (0 % at every difficulty)"
+        );
+        // (d) with ReAct alone (the normaliser, not in the chain): says so, no empty lists;
+        // with Multi² alone: its number, no links.
+        let react = claims(&[mk(Method::React, |_, _| false)], &[]);
+        let d = find(&react, "(d)");
+        assert_eq!(d.measured, "none of these methods ran");
+        assert_eq!(d.verdict, "no power (not every method ran)");
+        let d = find(&zero, "(d)");
+        assert_eq!(
+            d.measured, "successes per 1000 tokens: Multi² 0.000",
+            "{d:?}"
         );
     }
 
