@@ -202,7 +202,6 @@ impl TextCraft {
         (goal, depth, draw.shown)
     }
 
-    /// `"Crafting commands:\n" + lines + "\n\nGoal: craft <name>."`
     /// `Crafting commands:\n<line>\n<line>…`: the recipe lines shown this episode.
     fn commands(&self, shown: &[u32]) -> String {
         let index = &self.shared.index;
@@ -216,6 +215,7 @@ impl TextCraft {
         block
     }
 
+    /// `"Crafting commands:\n" + lines + "\n\nGoal: craft <name>."`
     fn render(&self, goal: &str, shown: &[u32]) -> String {
         let mut obs = self.commands(shown);
         obs.push_str("\n\nGoal: craft ");
