@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::mas_pipeline::{MasEvaluation, MasMethod, MasProfile, MasRun};
 use crate::report::{mean, seed_interval};
 use hier_train::SharedErrors as _;
-use hier_train::charts::{Drawn, PALETTE, Series, grouped_bars};
+use hier_train::charts::{Drawn, PALETTE, Series, grouped_bars, series_top};
 use hier_train::metrics::{PairedDifference, paired_by_key, show_paired, verdict, verdict_small};
 use hier_train::stages::{BackboneSpec, StageRecord, write_json};
 
@@ -465,14 +465,6 @@ fn draw(out: &Path, p: &MasProfile, rows: &[MasRow]) -> Result<()> {
         &series,
     );
     drawn.map_err(|e| Error::figure(format!("{}: {e}", dir.join("f1.png").display())))?;
-    let top = |x: f64, ci: Option<f64>| x + ci.unwrap_or(0.0);
-    let cost_max = main
-        .iter()
-        .map(|r| {
-            top(r.agent_turns_per_task, r.agent_turns_ci95)
-                .max(top(r.interventions_per_task, r.interventions_ci95))
-        })
-        .fold(0.0f64, f64::max);
     let series: Vec<Series> = vec![
         (
             "agent turns / task".into(),
@@ -491,7 +483,7 @@ fn draw(out: &Path, p: &MasProfile, rows: &[MasRow]) -> Result<()> {
         &dir.join("cost.png"),
         "Cost per task (95 % t-interval over seeds)",
         "per task",
-        (cost_max * 1.25).max(1.0),
+        (series_top(&series, f64::INFINITY) * 1.25).max(1.0),
         &groups,
         &series,
     )

@@ -15,7 +15,9 @@ use crate::error::{Error, Result};
 use crate::profile::{ExecutorSpec, SteerMethod, SteeringProfile};
 use crate::results::{Evaluation, SteeringRun};
 use hier_train::SharedErrors as _;
-use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars, grouped_bars_bounded};
+use hier_train::charts::{
+    Drawn, PALETTE, Series, ensure_font, grouped_bars, grouped_bars_bounded, headroom, series_top,
+};
 use hier_train::metrics::{PairedDifference, paired_by_key, show_paired};
 use hier_train::stages::BackboneSpec;
 use hier_train::stages::{StageRecord, write_json};
@@ -588,22 +590,13 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
             p.name
         ),
         "F1 %",
-        f1_axis(&series),
+        headroom(&series, 100.0),
         100.0,
         &groups,
         &series,
     )
     .map_err(e)?;
     // Cost: interventions and executor turns per task.
-    let top = |x: f64, ci: Option<f64>| x + ci.unwrap_or(0.0);
-    let cost_max = main
-        .iter()
-        .map(|r| {
-            top(r.turns_per_task, r.turns_ci95)
-                .max(top(r.interventions_per_task, r.interventions_ci95))
-        })
-        .fold(1.0, f64::max)
-        * 1.15;
     let series: Vec<Series> = main
         .iter()
         .map(|r| {
@@ -620,7 +613,7 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
         &dir.join("cost.png"),
         "Interventions and executor turns per task (95 % t-interval over seeds)",
         "per task",
-        cost_max,
+        series_top(&series, f64::INFINITY).max(1.0) * 1.15,
         &[
             "interventions / task".to_string(),
             "executor turns / task".to_string(),
@@ -658,7 +651,7 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
         &dir.join("transfer.png"),
         "Transfer without retraining: F1 on the training executor and others (95 % t-interval)",
         "F1 %",
-        f1_axis(&series),
+        headroom(&series, 100.0),
         100.0,
         &std::iter::once("training executor".to_string())
             .chain(p.transfer.iter().map(|x| x.name.clone()))
@@ -668,18 +661,6 @@ fn draw(out: &Path, p: &SteeringProfile, rows: &[Row]) -> Result<()> {
     .map_err(e)?;
     tau_sweep(&dir.join("tau_sweep.png"), &sweep_rows(rows)).map_err(e)?;
     Ok(())
-}
-
-/// The top of an F1 axis: the highest bar or whisker with headroom for the legend, at least 5
-/// points (so a row of zeros still has a frame) and at most 100.
-fn f1_axis(series: &[Series]) -> f64 {
-    let top = series
-        .iter()
-        .flat_map(|(_, v)| v.iter())
-        .filter(|(x, _)| x.is_finite())
-        .map(|(x, ci)| x + ci.unwrap_or(0.0))
-        .fold(0.0f64, f64::max);
-    (top * 1.3).clamp(5.0, 100.0)
 }
 
 /// Total gain (left) and gain per intervention (right) against interventions per task, each
@@ -694,12 +675,13 @@ fn tau_sweep(path: &Path, rows: &[&Row]) -> Drawn {
     let pts = |per_intervention: bool| -> Points {
         rows.iter()
             .filter_map(|r| {
-                let scale = if per_intervention {
-                    (r.interventions_per_task > 0.0).then_some(r.interventions_per_task)?
+                // Per intervention: the row's gain per intervention, its interval the gain's
+                // divided by the interventions per task (fixed by the τ).
+                let (y, scale) = if per_intervention {
+                    (r.gain_per_intervention?, r.interventions_per_task)
                 } else {
-                    1.0
+                    (r.gain?, 1.0)
                 };
-                let y = r.gain? / scale;
                 let ci = r.gain_ci.map(|d| (d.lo / scale, d.hi / scale));
                 y.is_finite().then(|| {
                     (

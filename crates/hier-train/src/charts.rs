@@ -67,6 +67,25 @@ pub type Series = (String, Vec<(f64, Option<f64>)>);
 
 pub type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
 
+/// The highest bar or whisker end of `series` (whiskers capped at `bound`, as
+/// [`grouped_bars_bounded`] draws them); 0 when no value is finite.
+pub fn series_top(series: &[Series], bound: f64) -> f64 {
+    series
+        .iter()
+        .flat_map(|(_, v)| v.iter())
+        // A missing bar is NaN; `NaN.min(bound)` would be `bound`, so filter first.
+        .filter(|(x, _)| x.is_finite())
+        .map(|(x, h)| (x + h.unwrap_or(0.0)).min(bound))
+        .fold(0.0, f64::max)
+}
+
+/// An axis top for bars of a quantity bounded by `bound`: a quarter above the highest bar or
+/// whisker (room for the legend in the top-right corner), at least 5 so a frame of zeros
+/// still has a scale.
+pub fn headroom(series: &[Series], bound: f64) -> f64 {
+    (1.25 * series_top(series, bound)).max(5.0)
+}
+
 /// Grouped bars: one group per name in `groups`, one bar per series, whiskers = the 95 %
 /// half-widths; non-finite values are left out (no bar), so an empty group shows as empty.
 /// When every bar is 0 the frame says so in words.
@@ -173,4 +192,25 @@ pub fn grouped_bars_bounded(
         .draw()?;
     root.present()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// By hand: bars 40 ± 10 and 95 ± 20 (whisker capped at 100), a missing bar (NaN) that
+    /// must not count as 100: the top is 100 under the bound, 115 without it.
+    #[test]
+    fn the_top_is_the_highest_bar_or_whisker_and_ignores_missing_bars() {
+        let s: Vec<Series> = vec![
+            ("a".into(), vec![(40.0, Some(10.0)), (f64::NAN, None)]),
+            ("b".into(), vec![(95.0, Some(20.0)), (f64::NAN, Some(5.0))]),
+        ];
+        assert_eq!(series_top(&s, 100.0), 100.0);
+        assert_eq!(series_top(&s, f64::INFINITY), 115.0);
+        assert_eq!(headroom(&s, 100.0), 125.0);
+        let missing: Vec<Series> = vec![("a".into(), vec![(f64::NAN, None)])];
+        assert_eq!(series_top(&missing, 100.0), 0.0);
+        assert_eq!(headroom(&missing, 100.0), 5.0);
+    }
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 use hier_envs::Split;
 use plotters::prelude::*;
 
-use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars_bounded};
+use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars_bounded, headroom};
 use hier_train::metrics::{Terciles, estimate};
 
 use crate::envs::EnvKind;
@@ -97,22 +97,11 @@ fn success_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
             profile.name
         ),
         "success %",
-        headroom(&series),
+        headroom(&series, 100.0),
         100.0,
         &groups,
         &series,
     )
-}
-
-/// The y-axis top for bars of success %: the tallest bar with its whisker plus a quarter for
-/// the legend, at least 5 (so an all-zero frame still has a scale).
-fn headroom(series: &[Series]) -> f64 {
-    let top = series
-        .iter()
-        .flat_map(|(_, v)| v.iter().map(|(x, h)| (x + h.unwrap_or(0.0)).min(100.0)))
-        .filter(|x| x.is_finite())
-        .fold(0.0, f64::max);
-    (1.25 * top).max(5.0)
 }
 
 /// Success % of `cell`'s episodes per seed at each difficulty (terciles of the expert's path
@@ -180,7 +169,7 @@ fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
         path,
         "Success by difficulty (expert-length terciles per column), 95% intervals over seeds",
         "success %",
-        headroom(&series),
+        headroom(&series, 100.0),
         100.0,
         &groups,
         &series,
