@@ -96,11 +96,13 @@ pub fn build(ep: &Episode, segments: &[Segment]) -> crate::error::Result<Built> 
             score: ep.scores[seg.end - 1],
             done: h == last_seg && ep.done,
         });
+        // System 2 is shown the subgoal with the commands it needs (TextCraft), as when acting.
+        let subtask = crate::subtask::executor_subtask(&ep.task, &seg.subgoal);
         for t in seg.start..seg.end {
             let last = t + 1 == seg.end;
             out.sys2.push(Sys2Transition {
                 source: ep.source.clone(),
-                subgoal: seg.subgoal.clone(),
+                subgoal: subtask.clone(),
                 observation: ep.observations[t].clone(),
                 action: ep.actions[t].clone(),
                 subgoal_done: last,

@@ -47,5 +47,6 @@ pub mod replay;
 pub mod schema;
 pub mod segment;
 pub mod stats;
+pub mod subtask;
 
 pub use error::{DataError, Result};

@@ -64,7 +64,8 @@ impl Schema for Sys1Record {
 #[serde(deny_unknown_fields)]
 pub struct Sys2Transition {
     pub source: String,
-    /// The subgoal `g_h` this action serves.
+    /// The subtask this action serves as System 2 is shown it: the subgoal `g_h`, with the
+    /// crafting commands it needs on TextCraft ([`crate::subtask::executor_subtask`]).
     pub subgoal: String,
     /// `o_t`.
     pub observation: String,

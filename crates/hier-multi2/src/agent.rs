@@ -10,6 +10,7 @@
 
 use crate::error::{Error, Result};
 use hier_data::batch::{executor_prompt, planner_prompt};
+use hier_data::subtask::executor_subtask;
 use hier_envs::{Env, Task, step_all};
 use hier_train::SharedErrors as _;
 use hier_train::policy::{Reply, TextPolicy, Trace};
@@ -129,7 +130,8 @@ pub fn rollout(
             .map(|&i| {
                 let l = &live[i];
                 let obs = l.trace.episode.observations.last().expect("observation");
-                executor_prompt(l.subgoal.as_deref().expect("planned above"), obs)
+                let g = l.subgoal.as_deref().expect("planned above");
+                executor_prompt(&executor_subtask(&l.trace.episode.task, g), obs)
             })
             .collect();
         let replies = executor.reply(&prompts)?;

@@ -33,7 +33,9 @@ impl Segmenter {
         match self {
             Segmenter::Textcraft => segment::textcraft(&ep.actions),
             Segmenter::TextcraftTemplates => {
-                let target = ep.task.strip_prefix("craft ").unwrap_or(&ep.task);
+                // The goal line of the description (the commands follow it).
+                let goal = hier_envs::headline(&ep.task);
+                let target = goal.strip_prefix("craft ").unwrap_or(goal);
                 segment::textcraft_templates(&ep.actions, target)
             }
             Segmenter::Scienceworld => segment::scienceworld(&ep.actions),
@@ -75,7 +77,8 @@ pub struct EnvSpec {
     pub replans: bool,
     /// Version of the text it shows agents (task description, observations): the data stage's
     /// key carries it from 2 on, so stages built on an older text are recomputed, not reused.
-    /// TextCraft 2: the task description carries the crafting commands.
+    /// TextCraft 2: the task description carries the crafting commands; 3: System 2's subtasks
+    /// carry the commands that make their items (`hier_data::subtask::executor_subtask`).
     pub text_version: u32,
     /// Opens it from the assets `cargo xtask setup` fetched.
     pub open: fn() -> hier_envs::Result<Box<dyn Env>>,
@@ -124,7 +127,7 @@ pub const REGISTRY: [EnvSpec; 3] = [
         splits: &[Split::Id],
         segmenter: Segmenter::Textcraft,
         replans: false,
-        text_version: 2,
+        text_version: 3,
         open: open_textcraft,
     },
 ];

@@ -197,6 +197,7 @@ struct Progress {
 
 /// The System-2 transitions of one played episode, one `Vec` per subgoal segment, with the
 /// environment's rewards; a segment ends where System 1 was asked again or the episode ended.
+/// Each carries the subtask as System 2 was shown it (`executor_subtask` of the subgoal).
 pub fn online_segments(trace: &Trace) -> Vec<Vec<Sys2Transition>> {
     let ep = &trace.episode;
     let n = ep.actions.len();
@@ -210,7 +211,7 @@ pub fn online_segments(trace: &Trace) -> Vec<Vec<Sys2Transition>> {
             (*start..end)
                 .map(|t| Sys2Transition {
                     source: ep.source.clone(),
-                    subgoal: goal.clone(),
+                    subgoal: hier_data::subtask::executor_subtask(&ep.task, goal),
                     observation: ep.observations[t].clone(),
                     action: ep.actions[t].clone(),
                     subgoal_done: trace.flags.get(t).copied().unwrap_or(false),

@@ -188,10 +188,12 @@ pub fn demos(
             let mut steps = Vec::new();
             let mut subgoals: Vec<String> = Vec::new();
             for t in ts {
-                if subgoals.last() != Some(&t.subgoal) {
-                    subgoals.push(t.subgoal.clone());
+                // The subgoal's own line: on TextCraft System 2's subtask also lists commands.
+                let g = t.subgoal.lines().next().unwrap_or("").to_owned();
+                if subgoals.last() != Some(&g) {
+                    subgoals.push(g.clone());
                     steps.push(Step {
-                        line: format!("think: {}", t.subgoal),
+                        line: format!("think: {g}"),
                         observation: "OK.".into(),
                     });
                 }

@@ -165,6 +165,33 @@ fn textcraft_expert_data() {
             .filter(|r| r.done)
             .all(|r| r.subgoal.starts_with("craft 1 ") || r.subgoal.starts_with("craft "))
     );
+    // System 2 is shown the commands it needs: every craft of the expert (checked by the
+    // environment) makes what one of the lines its subtask lists makes (the line may name a tag,
+    // `2 planks`, where the expert names the item, `2 dark oak planks`), and gathering subtasks
+    // list none.
+    let s2: Vec<Sys2Transition> = read_all(dir.join("sys2.jsonl")).unwrap();
+    let crafts: Vec<&Sys2Transition> = s2
+        .iter()
+        .filter(|t| t.action.starts_with("craft "))
+        .collect();
+    assert!(crafts.len() >= 30, "{} crafts", crafts.len());
+    for t in crafts {
+        let (_, listed) = t
+            .subgoal
+            .split_once("\nCrafting commands:\n")
+            .unwrap_or_else(|| panic!("no commands in {:?}", t.subgoal));
+        let makes = |c: &str| c.split_once(" using ").map(|(m, _)| m.to_owned());
+        assert!(
+            listed.lines().any(|l| makes(l) == makes(&t.action)),
+            "{:?} not among {listed:?}",
+            t.action
+        );
+    }
+    assert!(
+        s2.iter()
+            .filter(|t| t.subgoal.starts_with("gather base items: "))
+            .all(|t| !t.subgoal.contains("Crafting commands:"))
+    );
     let _ = std::fs::remove_dir_all(dir);
 
     // The authors' two templates, as an option.

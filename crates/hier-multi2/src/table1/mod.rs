@@ -720,8 +720,8 @@ mod tests {
     }
 
     /// ScienceWorld's and ALFWorld's data keys are the keys written before text versions
-    /// existed (their stages stay valid); TextCraft's carries version 2, so its stages built
-    /// on the old task description are not reused.
+    /// existed (their stages stay valid); TextCraft's carries its version (3), so its stages
+    /// built on an older text are not reused.
     #[test]
     fn only_a_changed_environment_text_changes_its_data_key() {
         let p = Profile::from_file(&configs().join("small.toml")).unwrap();
@@ -732,7 +732,7 @@ mod tests {
             );
         }
         let tc = data_key(&p, EnvKind::Textcraft);
-        assert_eq!(tc["text_version"], 2);
+        assert_eq!(tc["text_version"], 3);
         assert_ne!(
             tc,
             serde_json::json!({"env": EnvKind::Textcraft, "data": p.data, "seed": p.seed})
