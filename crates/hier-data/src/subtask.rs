@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 pub const CRAFTING_COMMANDS: &str = "Crafting commands:";
 
 /// One crafting command, `craft <n> <output> using <m> <ingredient>, …`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 struct Recipe<'a> {
     line: &'a str,
     output: &'a str,

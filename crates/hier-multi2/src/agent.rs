@@ -50,7 +50,9 @@ impl Default for RolloutConfig {
 
 struct Live {
     trace: Trace,
-    subgoal: Option<String>,
+    /// The current subgoal as System 2 is shown it (`executor_subtask`, made once when System 1
+    /// names the subgoal); `None` when System 1 is due.
+    subtask: Option<String>,
     /// Actions under the current subgoal, and under the previous one (the planner's context).
     current: Vec<String>,
     previous: Vec<String>,
@@ -80,7 +82,7 @@ pub fn rollout(
             .map_err(|e| hier_train::Error::env(format!("reset {task}"), e))?;
         live.push(Live {
             trace: Trace::start(env.name(), task, r, origin),
-            subgoal: None,
+            subtask: None,
             current: Vec::new(),
             previous: Vec::new(),
             finished: false,
@@ -93,7 +95,7 @@ pub fn rollout(
     loop {
         // Planners that are due: no subgoal yet, or the last one ended.
         let due: Vec<usize> = (0..live.len())
-            .filter(|&i| !live[i].finished && live[i].subgoal.is_none())
+            .filter(|&i| !live[i].finished && live[i].subtask.is_none())
             .collect();
         if !due.is_empty() {
             let prompts: Vec<String> = due
@@ -118,7 +120,7 @@ pub fn rollout(
                     .push((l.trace.episode.actions.len(), g.clone()));
                 l.trace.sys1_calls += 1;
                 charge(&mut l.trace, r);
-                l.subgoal = Some(g);
+                l.subtask = Some(executor_subtask(&l.trace.episode.task, &g));
             }
         }
         let active: Vec<usize> = (0..live.len()).filter(|&i| !live[i].finished).collect();
@@ -130,8 +132,7 @@ pub fn rollout(
             .map(|&i| {
                 let l = &live[i];
                 let obs = l.trace.episode.observations.last().expect("observation");
-                let g = l.subgoal.as_deref().expect("planned above");
-                executor_prompt(&executor_subtask(&l.trace.episode.task, g), obs)
+                executor_prompt(l.subtask.as_deref().expect("planned above"), obs)
             })
             .collect();
         let replies = executor.reply(&prompts)?;
@@ -167,7 +168,7 @@ pub fn rollout(
                 l.trace.episode.success = s.done && s.score >= 1.0;
             } else if flags[i] || l.current.len() >= cfg.subgoal_budget {
                 l.previous = std::mem::take(&mut l.current);
-                l.subgoal = None;
+                l.subtask = None;
             }
         }
     }

@@ -207,11 +207,12 @@ pub fn online_segments(trace: &Trace) -> Vec<Vec<Sys2Transition>> {
         if *start >= end {
             continue;
         }
+        let subtask = hier_data::subtask::executor_subtask(&ep.task, goal);
         out.push(
             (*start..end)
                 .map(|t| Sys2Transition {
                     source: ep.source.clone(),
-                    subgoal: hier_data::subtask::executor_subtask(&ep.task, goal),
+                    subgoal: subtask.clone(),
                     observation: ep.observations[t].clone(),
                     action: ep.actions[t].clone(),
                     subgoal_done: trace.flags.get(t).copied().unwrap_or(false),

@@ -189,7 +189,7 @@ pub fn demos(
             let mut subgoals: Vec<String> = Vec::new();
             for t in ts {
                 // The subgoal's own line: on TextCraft System 2's subtask also lists commands.
-                let g = t.subgoal.lines().next().unwrap_or("").to_owned();
+                let g = hier_envs::headline(&t.subgoal).to_owned();
                 if subgoals.last() != Some(&g) {
                     subgoals.push(g.clone());
                     steps.push(Step {
