@@ -86,9 +86,24 @@ pub fn headroom(series: &[Series], bound: f64) -> f64 {
     (1.25 * series_top(series, bound)).max(5.0)
 }
 
+/// A bar's value as its label: `0` for zero, whole numbers from 100 on, else three
+/// significant digits at most (`5.0`, `12.2`, `0.25`).
+fn bar_label(v: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 /// Grouped bars: one group per name in `groups`, one bar per series, whiskers = the 95 %
-/// half-widths; non-finite values are left out (no bar), so an empty group shows as empty.
-/// When every bar is 0 the frame says so in words.
+/// half-widths, each bar's value written above it; non-finite values are left out (no bar, no
+/// label), so an empty group shows as empty. When every bar is 0 the frame says so in words.
 pub fn grouped_bars(
     path: &Path,
     title: &str,
@@ -167,6 +182,26 @@ pub fn grouped_bars_bounded(
             ))
         }))?;
     }
+    // Every bar's value above its whisker, so that a bar at 0 reads as a measured 0 and not as
+    // a missing bar, and a reader need not measure bars against the axis.
+    let above = TextStyle::from(("sans-serif", if k * n > 16.0 { 10 } else { 12 }).into_font())
+        .pos(plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Bottom,
+        ));
+    for (s, (_, values)) in series.iter().enumerate() {
+        chart.draw_series(
+            values
+                .iter()
+                .enumerate()
+                .filter(|(_, (v, _))| v.is_finite())
+                .map(|(g, (v, h))| {
+                    let x = g as f64 + 0.1 + (s as f64 + 0.45) * width;
+                    let top = (v + h.unwrap_or(0.0)).min(bound).min(y_max).max(*v);
+                    Text::new(bar_label(*v), (x, top + 0.01 * y_max), above.clone())
+                }),
+        )?;
+    }
     // A frame of empty bars says so instead of looking like missing data.
     let finite: Vec<f64> = series
         .iter()
@@ -212,5 +247,16 @@ mod tests {
         let missing: Vec<Series> = vec![("a".into(), vec![(f64::NAN, None)])];
         assert_eq!(series_top(&missing, 100.0), 0.0);
         assert_eq!(headroom(&missing, 100.0), 5.0);
+    }
+
+    #[test]
+    fn bar_labels_by_hand() {
+        assert_eq!(bar_label(0.0), "0");
+        assert_eq!(bar_label(5.0), "5.0");
+        assert_eq!(bar_label(12.24), "12.2");
+        assert_eq!(bar_label(100.0), "100");
+        assert_eq!(bar_label(4481.7), "4482");
+        assert_eq!(bar_label(0.254), "0.25");
+        assert_eq!(bar_label(-3.0), "-3.0");
     }
 }

@@ -83,7 +83,8 @@ fn success_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
                         .iter()
                         .find(|c| &c.method == m && &c.env == e && c.split == *s)
                         .map_or((f64::NAN, None), |c| {
-                            (c.summary.success.mean, c.summary.success.half_width)
+                            let (e, _) = c.success_interval();
+                            (e.mean, e.half_width)
                         })
                 })
                 .collect();
@@ -93,8 +94,9 @@ fn success_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
     grouped_bars_bounded(
         path,
         &format!(
-            "Success per split (profile {}), 95% intervals over seeds",
-            profile.name
+            "Success per split (profile {}), 95% t-intervals {}",
+            profile.name,
+            interval_over(profile)
         ),
         "success %",
         headroom(&series, 100.0),
@@ -102,6 +104,16 @@ fn success_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
         &groups,
         &series,
     )
+}
+
+/// What the bars' intervals are taken over: evaluation seeds, or with a single seed the
+/// episodes (`Cell::success_interval`).
+fn interval_over(profile: &Profile) -> &'static str {
+    if profile.eval.seeds.len() > 1 {
+        "over seeds"
+    } else {
+        "over episodes (1 seed)"
+    }
 }
 
 /// Success % of `cell`'s episodes per seed at each difficulty (terciles of the expert's path
@@ -150,10 +162,17 @@ fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
                             e.1 += n;
                         }
                     }
-                    let rates: Vec<f64> = per_seed
-                        .values()
-                        .map(|(k, n)| 100.0 * *k as f64 / *n as f64)
-                        .collect();
+                    // Over seeds; with one seed (no interval over seeds) over its episodes,
+                    // as `Cell::success_interval`.
+                    let rates: Vec<f64> = if per_seed.len() == 1 {
+                        let (k, n) = per_seed.values().next().copied().unwrap_or_default();
+                        (0..n).map(|i| if i < k { 100.0 } else { 0.0 }).collect()
+                    } else {
+                        per_seed
+                            .values()
+                            .map(|(k, n)| 100.0 * *k as f64 / *n as f64)
+                            .collect()
+                    };
                     if rates.is_empty() {
                         (f64::NAN, None)
                     } else {
@@ -167,7 +186,10 @@ fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
         .collect();
     grouped_bars_bounded(
         path,
-        "Success by difficulty (expert-length terciles per column), 95% intervals over seeds",
+        &format!(
+            "Success by difficulty (expert-length terciles), 95% t-intervals {}",
+            interval_over(profile)
+        ),
         "success %",
         headroom(&series, 100.0),
         100.0,

@@ -137,7 +137,7 @@ pub fn write(
         profile.eval.seeds,
         profile.eval.tasks_per_split
     ));
-    md.push_str("## Ours: success % (mean over seeds ± 95 % t-interval half-width)\n\n");
+    md.push_str("## Ours: success % (mean over seeds ± 95 % t-interval half-width; ᵉ: one evaluation seed, the t-interval over the cell's episodes)\n\n");
     let columns: Vec<(EnvKind, Split, String)> = crate::envs::columns()
         .map(|(e, s)| (e, s, e.column_label(s)))
         .collect();
@@ -153,10 +153,14 @@ pub fn write(
                 "not run".to_owned()
             } else {
                 match find(*m, env, split) {
-                    Some(c) => match c.summary.success.half_width {
-                        Some(h) => format!("{:.1} ± {:.1}", c.summary.success.mean, h),
-                        None => format!("{:.1}", c.summary.success.mean),
-                    },
+                    Some(c) => {
+                        let (e, over_episodes) = c.success_interval();
+                        match e.half_width {
+                            Some(h) if over_episodes => format!("{:.1} ± {h:.1}ᵉ", e.mean),
+                            Some(h) => format!("{:.1} ± {h:.1}", e.mean),
+                            None => format!("{:.1}", e.mean),
+                        }
+                    }
                     None => "—".to_owned(),
                 }
             };

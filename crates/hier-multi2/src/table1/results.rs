@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use hier_envs::Split;
 use hier_train::eval::{EpisodeResult, Summary};
+use hier_train::metrics::{Estimate, estimate};
 use serde::{Deserialize, Serialize};
 
 use crate::envs::EnvKind;
@@ -42,6 +43,24 @@ impl Cell {
             summary: hier_train::eval::summarise(&results),
             results,
         }
+    }
+
+    /// Success % with its 95 % t-interval, and whether that interval is over episodes.
+    ///
+    /// The table's interval is over evaluation seeds (the mean of per-seed success rates). With
+    /// a single seed that one is undefined, and the interval is the t-interval over the cell's
+    /// episodes (each 0 or 100) instead — `true` says so, so that no reader takes it for the
+    /// seed interval.
+    pub fn success_interval(&self) -> (Estimate, bool) {
+        if self.summary.success.half_width.is_some() || self.results.len() < 2 {
+            return (self.summary.success, false);
+        }
+        let per_episode: Vec<f64> = self
+            .results
+            .iter()
+            .map(|r| if r.success { 100.0 } else { 0.0 })
+            .collect();
+        (estimate(&per_episode), true)
     }
 
     /// `f` of every episode, keyed by (task, seed).
@@ -88,4 +107,46 @@ pub fn ablation_rows(profile: &Profile, cells: &[AblationCell]) -> Vec<AblationR
         }
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hier_envs::Task;
+
+    fn episode(index: u64, seed: u64, success: bool) -> EpisodeResult {
+        EpisodeResult {
+            task: Task::new("craft", index),
+            seed,
+            success,
+            score: f64::from(u8::from(success)),
+            steps: 3,
+            tokens: 10,
+            sys1_calls: 1,
+            expert_steps: Some(3),
+            pass1: None,
+        }
+    }
+
+    /// By hand: 5 successes in 100 episodes of one seed. Over seeds there is no interval; over
+    /// the episodes (values 0 or 100) the variance is 100/99 · 0.05 · 0.95 · 100² = 479.80, so
+    /// the half-width is 1.96 · √479.80 / √100 = 4.293 (t ≈ 1.96 beyond 30 degrees of freedom).
+    /// With two seeds the cell keeps the interval over seeds: rates 10 and 0 → 5 ± 12.706 · 5.
+    #[test]
+    fn one_seed_takes_the_interval_over_episodes_and_says_so() {
+        let one: Vec<EpisodeResult> = (0..100).map(|i| episode(i, 0, i < 5)).collect();
+        let cell = Cell::new(Method::Multi2, EnvKind::Textcraft, Split::Id, one);
+        assert_eq!(cell.summary.success.half_width, None);
+        let (e, over_episodes) = cell.success_interval();
+        assert!(over_episodes);
+        assert!((e.mean - 5.0).abs() < 1e-12);
+        assert!((e.half_width.unwrap() - 4.2932).abs() < 1e-3, "{e:?}");
+
+        let two: Vec<EpisodeResult> = (0..20).map(|i| episode(i % 10, i / 10, i < 1)).collect();
+        let cell = Cell::new(Method::Multi2, EnvKind::Textcraft, Split::Id, two);
+        let (e, over_episodes) = cell.success_interval();
+        assert!(!over_episodes);
+        assert!((e.mean - 5.0).abs() < 1e-12);
+        assert!((e.half_width.unwrap() - 12.706 * 5.0).abs() < 1e-9, "{e:?}");
+    }
 }
