@@ -158,6 +158,15 @@ pub fn grouped_bars_bounded(
     }))?;
     let k = series.len().max(1) as f64;
     let width = 0.8 / k;
+    // The middle of series `s`'s bar in group `g` (its whisker and its label).
+    let centre = |g: usize, s: usize| g as f64 + 0.1 + (s as f64 + 0.45) * width;
+    // Every bar's value above its whisker, so that a bar at 0 reads as a measured 0 and not as
+    // a missing bar, and a reader need not measure bars against the axis.
+    let above = TextStyle::from(("sans-serif", if k * n > 16.0 { 10 } else { 12 }).into_font())
+        .pos(plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Bottom,
+        ));
     for (s, (name, values)) in series.iter().enumerate() {
         let color = PALETTE[s % PALETTE.len()];
         chart
@@ -175,30 +184,24 @@ pub fn grouped_bars_bounded(
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
         chart.draw_series(values.iter().enumerate().filter_map(|(g, (v, h))| {
             let h = (*h)?;
-            let x = g as f64 + 0.1 + (s as f64 + 0.45) * width;
+            let x = centre(g, s);
             Some(PathElement::new(
                 vec![(x, (v - h).max(0.0)), (x, (v + h).min(bound).min(y_max))],
                 BLACK.stroke_width(2),
             ))
         }))?;
-    }
-    // Every bar's value above its whisker, so that a bar at 0 reads as a measured 0 and not as
-    // a missing bar, and a reader need not measure bars against the axis.
-    let above = TextStyle::from(("sans-serif", if k * n > 16.0 { 10 } else { 12 }).into_font())
-        .pos(plotters::style::text_anchor::Pos::new(
-            plotters::style::text_anchor::HPos::Center,
-            plotters::style::text_anchor::VPos::Bottom,
-        ));
-    for (s, (_, values)) in series.iter().enumerate() {
         chart.draw_series(
             values
                 .iter()
                 .enumerate()
                 .filter(|(_, (v, _))| v.is_finite())
                 .map(|(g, (v, h))| {
-                    let x = g as f64 + 0.1 + (s as f64 + 0.45) * width;
                     let top = (v + h.unwrap_or(0.0)).min(bound).min(y_max).max(*v);
-                    Text::new(bar_label(*v), (x, top + 0.01 * y_max), above.clone())
+                    Text::new(
+                        bar_label(*v),
+                        (centre(g, s), top + 0.01 * y_max),
+                        above.clone(),
+                    )
                 }),
         )?;
     }

@@ -237,6 +237,24 @@ pub fn success_percent(successes: &[bool]) -> f64 {
     100.0 * successes.iter().filter(|&&s| s).count() as f64 / successes.len() as f64
 }
 
+/// Success % with its 95 % t-interval from `(successes, episodes)` per evaluation seed, and
+/// whether the interval is over episodes.
+///
+/// Over seeds (the mean of per-seed rates) when there are two or more; with a single seed that
+/// interval is undefined, and it is the t-interval over the seed's episodes (each 0 or 100)
+/// instead — `true` says so, so that no reader takes it for the seed interval.
+pub fn success_over_seeds(per_seed: &[(usize, usize)]) -> (Estimate, bool) {
+    if let [(k, n)] = per_seed {
+        let per_episode: Vec<f64> = (0..*n).map(|i| if i < *k { 100.0 } else { 0.0 }).collect();
+        return (estimate(&per_episode), true);
+    }
+    let rates: Vec<f64> = per_seed
+        .iter()
+        .map(|(k, n)| 100.0 * *k as f64 / *n as f64)
+        .collect();
+    (estimate(&rates), false)
+}
+
 /// Easy / Medium / Hard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Difficulty {

@@ -15,7 +15,7 @@ use hier_envs::Split;
 use plotters::prelude::*;
 
 use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars_bounded, headroom};
-use hier_train::metrics::{Terciles, estimate};
+use hier_train::metrics::{Terciles, estimate, success_over_seeds};
 
 use crate::envs::EnvKind;
 use crate::error::{Error, Result};
@@ -162,21 +162,11 @@ fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
                             e.1 += n;
                         }
                     }
-                    // Over seeds; with one seed (no interval over seeds) over its episodes,
-                    // as `Cell::success_interval`.
-                    let rates: Vec<f64> = if per_seed.len() == 1 {
-                        let (k, n) = per_seed.values().next().copied().unwrap_or_default();
-                        (0..n).map(|i| if i < k { 100.0 } else { 0.0 }).collect()
-                    } else {
-                        per_seed
-                            .values()
-                            .map(|(k, n)| 100.0 * *k as f64 / *n as f64)
-                            .collect()
-                    };
-                    if rates.is_empty() {
+                    if per_seed.is_empty() {
                         (f64::NAN, None)
                     } else {
-                        let e = estimate(&rates);
+                        let (e, _) =
+                            success_over_seeds(&per_seed.into_values().collect::<Vec<_>>());
                         (e.mean, e.half_width)
                     }
                 })

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use hier_envs::Split;
 use hier_train::eval::{EpisodeResult, Summary};
-use hier_train::metrics::{Estimate, estimate};
+use hier_train::metrics::{Estimate, success_over_seeds};
 use serde::{Deserialize, Serialize};
 
 use crate::envs::EnvKind;
@@ -45,22 +45,16 @@ impl Cell {
         }
     }
 
-    /// Success % with its 95 % t-interval, and whether that interval is over episodes.
-    ///
-    /// The table's interval is over evaluation seeds (the mean of per-seed success rates). With
-    /// a single seed that one is undefined, and the interval is the t-interval over the cell's
-    /// episodes (each 0 or 100) instead — `true` says so, so that no reader takes it for the
-    /// seed interval.
+    /// Success % with its 95 % t-interval, and whether that interval is over episodes
+    /// ([`success_over_seeds`]: over evaluation seeds, or over the episodes of a single seed).
     pub fn success_interval(&self) -> (Estimate, bool) {
-        if self.summary.success.half_width.is_some() || self.results.len() < 2 {
-            return (self.summary.success, false);
+        let mut per_seed: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
+        for r in &self.results {
+            let e = per_seed.entry(r.seed).or_default();
+            e.0 += usize::from(r.success);
+            e.1 += 1;
         }
-        let per_episode: Vec<f64> = self
-            .results
-            .iter()
-            .map(|r| if r.success { 100.0 } else { 0.0 })
-            .collect();
-        (estimate(&per_episode), true)
+        success_over_seeds(&per_seed.into_values().collect::<Vec<_>>())
     }
 
     /// `f` of every episode, keyed by (task, seed).
