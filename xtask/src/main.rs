@@ -46,6 +46,10 @@ enum Cmd {
         /// flat-sft).
         #[arg(long, value_delimiter = ',')]
         methods: Option<Vec<String>>,
+        /// Only the main table: skip the profile's ablations (table1), e.g. to run the table's
+        /// cells in pieces first.
+        #[arg(long)]
+        no_ablations: bool,
         /// Output directory (default `runs/<what>-<profile>`); a rerun resumes there.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -158,6 +162,7 @@ fn reproduce_table1(
     profile: &str,
     envs: Option<Vec<String>>,
     methods: Option<Vec<String>>,
+    no_ablations: bool,
     model: Option<PathBuf>,
     launch: &Launch,
 ) -> Result<()> {
@@ -175,6 +180,9 @@ fn reproduce_table1(
                 a.env
             );
         }
+    }
+    if no_ablations {
+        p.ablations = None;
     }
     if let Some(m) = methods {
         p.methods = m
@@ -295,6 +303,7 @@ fn main() -> Result<()> {
             device,
             envs,
             methods,
+            no_ablations,
             out,
             model,
             max_rss_mib,
@@ -309,16 +318,20 @@ fn main() -> Result<()> {
                 prefix_cache_mib,
             };
             match what.as_str() {
-                "table1" => reproduce_table1(&profile, envs, methods, model, &launch),
+                "table1" => reproduce_table1(&profile, envs, methods, no_ablations, model, &launch),
                 "steering" => {
-                    if envs.is_some() || methods.is_some() {
-                        bail!("--envs and --methods apply to table1; steering runs every method");
+                    if envs.is_some() || methods.is_some() || no_ablations {
+                        bail!(
+                            "--envs, --methods and --no-ablations apply to table1; steering runs every method"
+                        );
                     }
                     reproduce_steering(&profile, model, &launch)
                 }
                 "steering-mas" => {
-                    if envs.is_some() || methods.is_some() {
-                        bail!("--envs and --methods apply to table1; steering-mas runs every row");
+                    if envs.is_some() || methods.is_some() || no_ablations {
+                        bail!(
+                            "--envs, --methods and --no-ablations apply to table1; steering-mas runs every row"
+                        );
                     }
                     reproduce_steering_mas(&profile, model, &launch)
                 }

@@ -5,7 +5,8 @@
 //! and causal-LM pre-training of tiny backbones ([`pretrain`]) with one run-options type,
 //! one trainer skeleton ([`trainer`]: config pinning, resumable
 //! checkpoints, metrics, progress, a per-step hook) with its bookkeeping ([`runlog`], [`optim`]), token batches
-//! ([`batching`]), cached resumable pipeline stages ([`stages`]), evaluation arithmetic
+//! ([`batching`]), cached resumable pipeline stages ([`stages`]) with a journal for work that
+//! resumes piece by piece ([`journal`]), evaluation arithmetic
 //! ([`eval`], [`metrics`]) and chart primitives ([`charts`]). One error type, [`Error`].
 //!
 //! `hier-multi2` (Multi² and its baselines, Table 1) and `hier-steering` (the steering agent)
@@ -16,6 +17,7 @@ pub mod batching;
 pub mod charts;
 pub mod error;
 pub mod eval;
+pub mod journal;
 pub mod memory;
 pub mod metrics;
 pub mod optim;

@@ -3,7 +3,8 @@
 //! Every stage runs in `<out>/stages/<name>-<hash>/`, where the hash covers the stage's own
 //! settings and the names of the stages it reads, and is marked done by a `DONE` file written
 //! last (holding its key and the seconds it took). A second run skips done stages; a stage
-//! interrupted half-way resumes from its own checkpoint (the trainers are resumable).
+//! interrupted half-way resumes from its own checkpoint (the trainers are resumable) or journal
+//! (an evaluation keeps every finished batch of episodes: [`crate::journal`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -142,6 +143,26 @@ pub struct StageRecord {
     pub rss_mib: Option<f64>,
 }
 
+/// The distinct stages among `records`, in order of first mention: a stage that several
+/// methods read (System 1's SFT, an offline stage the ablations share) is recorded each time
+/// it is asked for, and must count once in a run's compute time. A stage counts as reused
+/// only when every record of it is (one that ran in this run is recorded once as run, then
+/// as reused).
+pub fn distinct_stages(records: &[StageRecord]) -> Vec<StageRecord> {
+    let mut out: Vec<StageRecord> = Vec::new();
+    for r in records {
+        match out.iter_mut().find(|o| o.dir == r.dir) {
+            Some(o) => {
+                o.cached &= r.cached;
+                o.seconds += r.seconds;
+                o.ran_seconds = o.ran_seconds.or(r.ran_seconds);
+            }
+            None => out.push(r.clone()),
+        }
+    }
+    out
+}
+
 /// The outcome of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -226,7 +247,8 @@ impl Stages<'_> {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
             tracing::info!("stage {name}: running in {}", dir.display());
             work(&dir).map_err(|e| e.in_stage(name))?;
-            let stamp = serde_json::json!({"key": key, "seconds": t.elapsed().as_secs_f64()});
+            let seconds = t.elapsed().as_secs_f64() + earlier_seconds(&dir)?;
+            let stamp = serde_json::json!({"key": key, "seconds": seconds});
             let stamp = serde_json::to_string_pretty(&stamp).expect("serialises");
             hier_backbone::write_atomic(&done, stamp.as_bytes()).map_err(Error::from)?;
             self.ran += 1;
@@ -262,6 +284,24 @@ impl Stages<'_> {
         dir.file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
+    }
+}
+
+/// A file a stage that resumes piece by piece (an evaluation's [`crate::journal::Journal`])
+/// writes in its directory: the seconds its earlier, interrupted invocations spent on the
+/// pieces it kept. [`Stages::run`] adds them to the stamp's `seconds`, so a stage run in
+/// pieces reports what it cost in all (a killed invocation's unfinished piece is not counted).
+pub const EARLIER_SECONDS: &str = "EARLIER_SECONDS";
+
+/// The seconds in `<dir>/EARLIER_SECONDS` (0 when the file is absent).
+fn earlier_seconds(dir: &Path) -> Result<f64> {
+    let path = dir.join(EARLIER_SECONDS);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => text.trim().parse().map_err(|e| {
+            Error::Invalid(format!("{}: not a number of seconds: {e}", path.display()))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0.0),
+        Err(e) => Err(Error::io(&path, e)),
     }
 }
 
@@ -330,4 +370,34 @@ pub fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stage_recorded_twice_counts_once() {
+        let rec = |dir: &str, cached, ran| StageRecord {
+            name: dir.into(),
+            dir: dir.into(),
+            cached,
+            seconds: if cached { 0.5 } else { ran },
+            ran_seconds: Some(ran),
+            rss_mib: None,
+        };
+        let records = [
+            rec("sft", false, 10.0),
+            rec("eval-a", true, 5.0),
+            rec("sft", true, 10.0),
+        ];
+        let d = distinct_stages(&records);
+        assert_eq!(d.len(), 2);
+        assert_eq!(d.iter().filter_map(|s| s.ran_seconds).sum::<f64>(), 15.0);
+        assert_eq!(
+            (d[0].dir.as_str(), d[0].cached, d[0].seconds),
+            ("sft", false, 10.5)
+        );
+        assert!(d[1].cached);
+    }
 }

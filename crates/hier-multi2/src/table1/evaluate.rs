@@ -1,12 +1,16 @@
 //! How a trained or prompted method acts ([`Agent`]) and how it is evaluated: every
-//! evaluation task once per seed, environments played side by side.
+//! evaluation task once per seed, environments played side by side, each finished batch kept
+//! in a journal so that a killed evaluation resumes after it.
 
 use hier_backbone::burn::module::Module;
-use hier_backbone::{CausalLm, PrefillStats, SamplingConfig, Tokenizer};
+use std::path::Path;
+
+use hier_backbone::{CausalLm, PrefillStats, PrefixCache, SamplingConfig, Tokenizer};
 use hier_envs::{Env, Split, Task};
 use hier_train::eval::EpisodeResult;
-use hier_train::policy::BackbonePolicy;
-use serde::Serialize;
+use hier_train::journal::Journal;
+use hier_train::policy::{BackbonePolicy, Trace};
+use serde::{Deserialize, Serialize};
 
 use crate::adapt::rollout_adapt;
 use crate::agent::rollout;
@@ -56,14 +60,39 @@ pub(crate) fn of_tasks(results: &[EpisodeResult], tasks: &[Task]) -> Vec<Episode
 /// What an evaluation played and what its prompts cost.
 pub(crate) struct Evaluated {
     pub results: Vec<EpisodeResult>,
-    pub traces: Vec<hier_train::policy::Trace>,
+    pub traces: Vec<Trace>,
     /// Prompt tokens of every role's calls, and how many of them were prefilled (the rest
     /// came from the roles' prefix caches).
     pub prefill: PrefillStats,
+    /// Seconds that earlier, interrupted invocations spent on the batches read back from the
+    /// journal (0 for an evaluation played in one go).
+    pub earlier_seconds: f64,
 }
 
-/// Plays every evaluation task once per seed; every role keeps `prefix_cache_mib` MiB of
-/// context across its calls.
+/// One batch of episodes played side by side under one seed: a record of the evaluation's
+/// journal ([`Journal`]), so that an evaluation killed half-way resumes after its last whole
+/// batch.
+#[derive(Debug, Serialize, Deserialize)]
+struct Batch {
+    seed: u64,
+    /// Calls each role had answered when the batch ended (the executor, then the planner):
+    /// call `k` of a role samples with seed `seed + k`, so a resumed evaluation restores the
+    /// counts and samples as an uninterrupted one.
+    calls: Vec<u64>,
+    /// What the batch's prompts cost.
+    prefill: PrefillStats,
+    seconds: f64,
+    results: Vec<EpisodeResult>,
+    traces: Vec<Trace>,
+}
+
+/// Plays every evaluation task once per seed, `spec.parallel` environments side by side;
+/// every role keeps `prefix_cache_mib` MiB of context across the calls of a batch.
+///
+/// Each finished batch is appended to the journal at `journal` and a rerun resumes after the
+/// last one it holds: the same episodes as an uninterrupted run, since every batch starts
+/// from an empty prefix cache (a cache warmed by earlier batches would change the logits'
+/// rounding) and the roles' call counts are restored from the journal.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn evaluate(
     lm: &CausalLm,
@@ -77,6 +106,7 @@ pub(crate) fn evaluate(
     max_len: usize,
     progress: bool,
     prefix_cache_mib: usize,
+    journal: &Path,
 ) -> Result<Evaluated> {
     let inference = lm.valid();
     let id = |name: &str| inference.adapter_id(name);
@@ -99,6 +129,20 @@ pub(crate) fn evaluate(
         all.len() * seeds.len(),
         &format!("eval {what}"),
     );
+    let (mut journal, kept) = Journal::open::<Batch>(journal)?;
+    let batches = seeds.len() * all.len().div_ceil(envs.len().max(1));
+    if kept.len() > batches {
+        return Err(hier_train::Error::checkpoint(
+            journal.path(),
+            format!(
+                "holds {} batches, the evaluation plays {batches}: it was written by another \
+                 evaluation (delete it to start over)",
+                kept.len()
+            ),
+        )
+        .into());
+    }
+    let mut kept = kept.into_iter();
     // Demonstrations of every kind of task the environment tells apart (ALFWorld's types),
     // read by one of the evaluation's own environments (none: nothing to play).
     let demos = match envs.first() {
@@ -110,8 +154,12 @@ pub(crate) fn evaluate(
         demos,
         spec: prompted,
     };
-    let (mut out, mut played) = (Vec::new(), Vec::new());
-    let mut prefill = PrefillStats::default();
+    let mut done = Evaluated {
+        results: Vec::new(),
+        traces: Vec::new(),
+        prefill: PrefillStats::default(),
+        earlier_seconds: 0.0,
+    };
     for &seed in seeds {
         let sampling = |max_new_tokens| SamplingConfig {
             max_new_tokens,
@@ -122,8 +170,7 @@ pub(crate) fn evaluate(
             use_cache: true,
         };
         let role = |adapter, sampling, max_prompt| {
-            let mut p = BackbonePolicy::new(&inference, tok, adapter, sampling)
-                .with_prefix_cache_mib(prefix_cache_mib);
+            let mut p = BackbonePolicy::new(&inference, tok, adapter, sampling);
             p.max_prompt = Some(max_prompt);
             p
         };
@@ -169,55 +216,236 @@ pub(crate) fn evaluate(
         };
         for chunk in all.chunks(envs.len()) {
             let tasks: Vec<Task> = chunk.iter().map(|(t, _)| t.clone()).collect();
-            let envs = &mut envs[..tasks.len()];
-            let steps = spec.rollout.max_steps;
-            if let Agent::Reflexion = agent {
-                let runs = run_reflexion(envs, &tasks, &mut exec, &prompter, steps, "eval")?;
-                for (run, (task, len)) in runs.into_iter().zip(chunk) {
-                    let last = run.trials.last().expect("at least one trial");
-                    let mut r = EpisodeResult::of(last, task, seed, *len);
-                    r.success = run.pass_at(prompter.spec.reflexion_trials);
-                    r.pass1 = Some(run.pass_at(1));
-                    r.tokens = run.tokens();
-                    r.steps = run.trials.iter().map(|t| t.episode.actions.len()).sum();
-                    out.push(r);
-                    played.extend(run.trials);
+            if let Some(batch) = kept.next() {
+                check_batch(&batch, journal.path(), done.results.len(), seed, &tasks)?;
+                for (role, calls) in std::iter::once(&mut exec)
+                    .chain(plan.as_mut())
+                    .zip(&batch.calls)
+                {
+                    role.calls = *calls;
                 }
+                done.prefill.add(batch.prefill);
+                done.earlier_seconds += batch.seconds;
+                done.results.extend(batch.results);
+                done.traces.extend(batch.traces);
                 bar.inc(tasks.len() as u64);
                 continue;
             }
-            let traces = match (agent, plan.as_mut()) {
-                (Agent::Hierarchy { .. }, Some(p)) => {
-                    rollout(envs, &tasks, p, &mut exec, &spec.rollout, "eval")?
-                }
-                (Agent::Flat { .. }, _) => {
-                    rollout_flat(envs, &tasks, &mut exec, &spec.rollout, "eval")?
-                }
-                (Agent::React, _) => {
-                    rollout_react(envs, &tasks, &mut exec, &prompter, &[], steps, "eval")?
-                        .into_iter()
-                        .map(|e| e.trace)
-                        .collect()
-                }
-                (Agent::Adapt, _) => {
-                    rollout_adapt(envs, &tasks, &mut exec, &prompter, steps, "eval")?
-                }
-                _ => unreachable!("every agent is handled"),
-            };
-            for (tr, (task, len)) in traces.iter().zip(chunk) {
-                out.push(EpisodeResult::of(tr, task, seed, *len));
+            let started = std::time::Instant::now();
+            for role in std::iter::once(&mut exec).chain(plan.as_mut()) {
+                role.prefix_cache = PrefixCache::with_mib(&inference, prefix_cache_mib);
             }
-            played.extend(traces);
+            let envs = &mut envs[..tasks.len()];
+            let (results, traces) = play_batch(
+                agent,
+                envs,
+                &tasks,
+                chunk,
+                seed,
+                &mut exec,
+                plan.as_mut(),
+                &prompter,
+                spec,
+            )?;
+            let mut prefill = PrefillStats::default();
+            for role in std::iter::once(&exec).chain(plan.as_ref()) {
+                prefill.add(role.prefill_stats());
+            }
+            let batch = Batch {
+                seed,
+                calls: std::iter::once(&exec)
+                    .chain(plan.as_ref())
+                    .map(|r| r.calls)
+                    .collect(),
+                prefill,
+                seconds: started.elapsed().as_secs_f64(),
+                results,
+                traces,
+            };
+            journal.append(&batch)?;
+            done.prefill.add(batch.prefill);
+            done.results.extend(batch.results);
+            done.traces.extend(batch.traces);
             bar.inc(tasks.len() as u64);
-        }
-        for role in std::iter::once(&exec).chain(plan.as_ref()) {
-            prefill.add(role.prefill_stats());
         }
     }
     bar.finish_and_clear();
-    Ok(Evaluated {
-        results: out,
-        traces: played,
-        prefill,
-    })
+    Ok(done)
+}
+
+/// Plays one batch of `tasks` (their experts' path lengths in `chunk`) under `seed`: one
+/// result per task and every played trace (Reflexion: every trial).
+#[allow(clippy::too_many_arguments)]
+fn play_batch(
+    agent: &Agent,
+    envs: &mut [Box<dyn Env>],
+    tasks: &[Task],
+    chunk: &[(Task, Option<usize>)],
+    seed: u64,
+    exec: &mut BackbonePolicy<'_>,
+    plan: Option<&mut BackbonePolicy<'_>>,
+    prompter: &Prompter<'_>,
+    spec: &EvalSpec,
+) -> Result<(Vec<EpisodeResult>, Vec<Trace>)> {
+    let steps = spec.rollout.max_steps;
+    if let Agent::Reflexion = agent {
+        let runs = run_reflexion(envs, tasks, exec, prompter, steps, "eval")?;
+        let mut results = Vec::new();
+        let mut played = Vec::new();
+        for (run, (task, len)) in runs.into_iter().zip(chunk) {
+            let last = run.trials.last().expect("at least one trial");
+            let mut r = EpisodeResult::of(last, task, seed, *len);
+            r.success = run.pass_at(prompter.spec.reflexion_trials);
+            r.pass1 = Some(run.pass_at(1));
+            r.tokens = run.tokens();
+            r.steps = run.trials.iter().map(|t| t.episode.actions.len()).sum();
+            results.push(r);
+            played.extend(run.trials);
+        }
+        return Ok((results, played));
+    }
+    let traces = match (agent, plan) {
+        (Agent::Hierarchy { .. }, Some(p)) => rollout(envs, tasks, p, exec, &spec.rollout, "eval")?,
+        (Agent::Flat { .. }, _) => rollout_flat(envs, tasks, exec, &spec.rollout, "eval")?,
+        (Agent::React, _) => rollout_react(envs, tasks, exec, prompter, &[], steps, "eval")?
+            .into_iter()
+            .map(|e| e.trace)
+            .collect(),
+        (Agent::Adapt, _) => rollout_adapt(envs, tasks, exec, prompter, steps, "eval")?,
+        _ => unreachable!("every agent is handled"),
+    };
+    let results = traces
+        .iter()
+        .zip(chunk)
+        .map(|(tr, (task, len))| EpisodeResult::of(tr, task, seed, *len))
+        .collect();
+    Ok((results, traces))
+}
+
+/// Refuses a journal record that is not the batch the evaluation plays at this point (seed
+/// `seed`, `tasks` in order), `first` episodes in.
+fn check_batch(
+    batch: &Batch,
+    journal: &Path,
+    first: usize,
+    seed: u64,
+    tasks: &[Task],
+) -> Result<()> {
+    let played: Vec<&Task> = batch.results.iter().map(|r| &r.task).collect();
+    if batch.seed == seed && played.iter().copied().eq(tasks.iter()) {
+        return Ok(());
+    }
+    let names = |ts: Vec<&Task>| {
+        ts.iter()
+            .map(|t| t.name.clone())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(hier_train::Error::checkpoint(
+        journal,
+        format!(
+            "the batch after episode {first} holds seed {} on [{}], the evaluation plays seed \
+             {seed} on [{}]: it was written by another evaluation (delete it to start over)",
+            batch.seed,
+            names(played),
+            names(tasks.iter().collect())
+        ),
+    )
+    .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use hier_envs::textcraft::TextCraft;
+
+    use super::*;
+    use crate::table1::profile::Profile;
+    use crate::table1::test_common as common;
+
+    /// An evaluation killed after some batches — its journal cut back to them, with half a
+    /// record behind — resumes to exactly the episodes and traces of one played in one go.
+    #[test]
+    fn a_killed_evaluation_resumes_from_its_journal_to_the_same_episodes() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs/table1");
+        let profile = Profile::from_file(&root.join("smoke.toml")).unwrap();
+        let spec = EvalSpec {
+            seeds: vec![0, 1],
+            parallel: 2,
+            ..profile.eval.clone()
+        };
+        let (lm, tok) = common::tiny();
+        let tasks = TextCraft::from_assets()
+            .unwrap()
+            .tasks(Split::Train)
+            .unwrap()[..3]
+            .to_vec();
+        let eval_tasks = vec![(Split::Train, tasks.clone(), vec![None; tasks.len()])];
+        let d = EnvData {
+            sys1: Vec::new(),
+            sys2: Vec::new(),
+            flat: Vec::new(),
+        };
+        let agent = Agent::Hierarchy {
+            planner: "sys1".into(),
+            executor: "sys2".into(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let evaluate_into = |journal: &Path| {
+            evaluate(
+                &lm,
+                &tok,
+                EnvKind::Textcraft,
+                &d,
+                &agent,
+                &eval_tasks,
+                &spec,
+                &profile.prompted,
+                256,
+                false,
+                hier_train::policy::DEFAULT_PREFIX_CACHE_MIB,
+                journal,
+            )
+        };
+        let play = |journal: &Path| evaluate_into(journal).unwrap();
+        let whole = dir.path().join("whole.jsonl");
+        let once = play(&whole);
+        assert_eq!(once.results.len(), 6, "3 tasks × 2 seeds");
+        assert_eq!(once.earlier_seconds, 0.0);
+        let lines: Vec<String> = std::fs::read_to_string(&whole)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        assert_eq!(lines.len(), 4, "batches of 2 and 1 tasks, per seed");
+
+        // Killed while writing the second batch (the last of seed 0, whose roles have answered
+        // the first batch's calls): one whole batch and part of the second.
+        let cut = dir.path().join("cut.jsonl");
+        let torn = &lines[1][..lines[1].len() / 2];
+        std::fs::write(&cut, format!("{}\n{torn}", lines[0])).unwrap();
+        let resumed = play(&cut);
+        assert_eq!(resumed.results, once.results);
+        assert_eq!(resumed.traces, once.traces);
+        assert_eq!(resumed.prefill, once.prefill);
+        assert!(resumed.earlier_seconds > 0.0);
+        let after: Vec<String> = std::fs::read_to_string(&cut)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        assert_eq!(after.len(), 4);
+        // A journal of another evaluation (here: seeds in the other order) is refused, named.
+        let other = dir.path().join("other.jsonl");
+        std::fs::write(&other, format!("{}\n", lines[2])).unwrap();
+        let err = evaluate_into(&other)
+            .err()
+            .expect("a journal of another evaluation")
+            .to_string();
+        assert!(
+            err.contains("other.jsonl") && err.contains("holds seed 1"),
+            "{err}"
+        );
+    }
 }

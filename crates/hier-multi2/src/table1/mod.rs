@@ -33,6 +33,7 @@ use crate::demos::{BuildOptions, build_dataset};
 use crate::grpo::{GrpoConfig, train_grpo};
 use crate::offline_rl::{OfflineRlConfig, train_offline_from};
 use crate::online_rl::{CurvePoint, OnlineRlConfig, train_online};
+use crate::react::PromptedSpec;
 use crate::roles::{
     executor_examples, executor_rl_examples, flat_examples, planner_examples, planner_rl_examples,
 };
@@ -240,6 +241,53 @@ pub fn online_config(base: &OnlineRlConfig, variant: Variant, env: EnvKind) -> O
         on.offline_in_replay = false;
     }
     on
+}
+
+/// The journal of an evaluation stage in progress: its finished batches of episodes
+/// ([`evaluate::evaluate`]), from which a killed evaluation resumes; removed when the stage is
+/// done (`episodes.jsonl` and `traces.jsonl` then hold the same).
+pub const EVAL_JOURNAL: &str = "batches.jsonl";
+
+/// What one evaluation stage plays: its settings and the prompted agents' (which hold
+/// Reflexion's seeds).
+#[derive(Clone, Debug)]
+struct EvalPart {
+    spec: EvalSpec,
+    prompted: PromptedSpec,
+}
+
+impl EvalPart {
+    /// The same evaluation as one part per seed that `agent` plays (Reflexion: the prompted
+    /// agents' `reflexion_seeds`; every other agent: the evaluation's `seeds`), each keyed as
+    /// an evaluation of that seed alone.
+    fn per_seed(&self, agent: &Agent) -> Vec<EvalPart> {
+        match agent {
+            Agent::Reflexion => (self.prompted.reflexion_seeds.iter())
+                .map(|&s| EvalPart {
+                    prompted: PromptedSpec {
+                        reflexion_seeds: vec![s],
+                        ..self.prompted.clone()
+                    },
+                    ..self.clone()
+                })
+                .collect(),
+            _ => (self.spec.seeds.iter())
+                .map(|&s| EvalPart {
+                    spec: EvalSpec {
+                        seeds: vec![s],
+                        ..self.spec.clone()
+                    },
+                    ..self.clone()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An evaluation's stages ([`Ctx::eval_stages`]) and whether all of them are done.
+struct EvalStages {
+    done: bool,
+    parts: Vec<EvalPart>,
 }
 
 /// A method ready to evaluate: its agent, the stages it came from, and its online curve.
@@ -588,7 +636,7 @@ impl Ctx<'_, '_> {
 
     /// `train`'s method, trained only when its evaluation `<stage>-<env>` is not done: a
     /// planning pass ([`Stages::begin_planning`]: no training, no adapters) finds the
-    /// evaluation's key from its training stages' keys, so evaluations restored into
+    /// evaluation's keys from its training stages' keys, so evaluations restored into
     /// `stages/` — e.g. committed by an earlier session whose `runs/` is gone — stand without
     /// the training stages that made them (the learning curve then needs the online stage's
     /// `curve.jsonl`).
@@ -601,11 +649,9 @@ impl Ctx<'_, '_> {
     ) -> Result<Trained> {
         self.st.begin_planning();
         let planned = train(self);
-        let done = planned.as_ref().is_ok_and(|p| {
-            let key = self.eval_key(method, p, spec);
-            let dir = self.st.dir(&format!("{stage}-{}", self.env), &key);
-            dir.join("DONE").exists()
-        });
+        let done = planned
+            .as_ref()
+            .is_ok_and(|p| self.eval_stages(stage, method, p, spec).done);
         self.st.end_planning(done);
         if done {
             return planned;
@@ -613,8 +659,42 @@ impl Ctx<'_, '_> {
         train(self)
     }
 
+    /// The evaluation stages of `trained` under `spec`: one per evaluation seed
+    /// ([`EvalPart`]), so that a profile which adds seeds — or a run cut between seeds —
+    /// reuses the seeds done; or one stage of every seed at once where such a stage is done
+    /// (written before evaluations were split by seed; the two give the same episodes).
+    fn eval_stages(
+        &self,
+        stage: &str,
+        method: &str,
+        trained: &Trained,
+        spec: &EvalSpec,
+    ) -> EvalStages {
+        let name = format!("{stage}-{}", self.env);
+        let whole = EvalPart {
+            spec: spec.clone(),
+            prompted: self.profile.prompted.clone(),
+        };
+        let is_done = |part: &EvalPart| {
+            let key = self.eval_key(method, trained, part);
+            self.st.dir(&name, &key).join("DONE").exists()
+        };
+        let parts = whole.per_seed(&trained.agent);
+        if parts.len() > 1 && is_done(&whole) {
+            return EvalStages {
+                done: true,
+                parts: vec![whole],
+            };
+        }
+        EvalStages {
+            done: parts.iter().all(is_done),
+            parts,
+        }
+    }
+
     /// The key of an evaluation stage.
-    fn eval_key(&self, method: &str, trained: &Trained, spec: &EvalSpec) -> serde_json::Value {
+    fn eval_key(&self, method: &str, trained: &Trained, part: &EvalPart) -> serde_json::Value {
+        let spec = &part.spec;
         // The key of the Multi², flat and Glider evaluations predates the prompted agents.
         match &trained.agent {
             Agent::Hierarchy { planner, executor } => {
@@ -624,11 +704,12 @@ impl Ctx<'_, '_> {
             Agent::Flat { policy } => serde_json::json!({"base": self.base, "method": method,
                 "planner": null, "executor": policy, "trained": trained.upstream, "eval": spec}),
             prompted => serde_json::json!({"base": self.base, "method": method, "agent": prompted,
-                "prompted": self.profile.prompted, "eval": spec}),
+                "prompted": part.prompted, "eval": spec}),
         }
     }
 
-    /// Evaluates `trained` in stage `<stage>-<env>`; returns its episodes.
+    /// Evaluates `trained` in the stages `<stage>-<env>` of [`Self::eval_stages`]; returns
+    /// their episodes, seed by seed.
     fn evaluate(
         &mut self,
         stage: &str,
@@ -637,18 +718,37 @@ impl Ctx<'_, '_> {
         tasks: &[SplitTasks],
         spec: &EvalSpec,
     ) -> Result<Vec<EpisodeResult>> {
-        let key = self.eval_key(method, trained, spec);
+        let mut episodes = Vec::new();
+        for part in self.eval_stages(stage, method, trained, spec).parts {
+            episodes.extend(self.evaluate_part(stage, method, trained, tasks, &part)?);
+        }
+        Ok(episodes)
+    }
+
+    /// One evaluation stage: `trained` under `part`.
+    fn evaluate_part(
+        &mut self,
+        stage: &str,
+        method: &str,
+        trained: &Trained,
+        tasks: &[SplitTasks],
+        part: &EvalPart,
+    ) -> Result<Vec<EpisodeResult>> {
+        let key = self.eval_key(method, trained, part);
+        let (spec, prompted) = (&part.spec, &part.prompted);
         let (lm, tok, env, d, max_len) = (&*self.lm, self.tok, self.env, self.d, self.max_len());
-        let (prompted, progress) = (&self.profile.prompted, self.cfg.progress);
+        let progress = self.cfg.progress;
         let cache_mib = self.cfg.prefix_cache_mib;
         let dir = self
             .st
             .run(&format!("{stage}-{}", self.env), key, |dir| -> Result<()> {
                 let started = std::time::Instant::now();
+                let journal = dir.join(EVAL_JOURNAL);
                 let evaluate::Evaluated {
                     results,
                     traces,
                     prefill,
+                    earlier_seconds,
                 } = evaluate(
                     lm,
                     tok,
@@ -661,28 +761,21 @@ impl Ctx<'_, '_> {
                     max_len,
                     progress,
                     cache_mib,
+                    &journal,
                 )?;
-                let seconds = started.elapsed().as_secs_f64();
+                let seconds = earlier_seconds + started.elapsed().as_secs_f64();
                 hier_train::policy::write_prefill_report(dir, cache_mib, prefill, seconds)?;
-                let lines = |xs: Vec<String>| xs.into_iter().map(|l| l + "\n").collect::<String>();
+                if earlier_seconds > 0.0 {
+                    let earlier = format!("{earlier_seconds}\n");
+                    let path = dir.join(hier_train::stages::EARLIER_SECONDS);
+                    hier_backbone::write_atomic(&path, earlier.as_bytes())?;
+                }
                 // Every played episode in full (subgoals, actions, observations), to look at.
-                let played = lines(
-                    traces
-                        .iter()
-                        .map(|t| serde_json::to_string(t).expect("serialises"))
-                        .collect(),
-                );
-                hier_backbone::write_atomic(&dir.join("traces.jsonl"), played.as_bytes())?;
-                let text = lines(
-                    results
-                        .iter()
-                        .map(|r| serde_json::to_string(r).expect("serialises"))
-                        .collect(),
-                );
-                Ok(hier_backbone::write_atomic(
-                    &dir.join("episodes.jsonl"),
-                    text.as_bytes(),
-                )?)
+                hier_train::runlog::write_jsonl(&dir.join("traces.jsonl"), &traces)?;
+                hier_train::runlog::write_jsonl(&dir.join("episodes.jsonl"), &results)?;
+                // The journal repeats both files; they are whole now.
+                std::fs::remove_file(&journal).map_err(|e| hier_train::Error::io(&journal, e))?;
+                Ok(())
             })?;
         Ok(read_jsonl(&dir.join("episodes.jsonl"))?)
     }
@@ -710,6 +803,12 @@ fn offline_stage(
     }
     Ok(dir)
 }
+
+/// The integration tests' tiny model and environments (`tests/common`), for unit tests too.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../../tests/common/mod.rs"]
+mod test_common;
 
 #[cfg(test)]
 mod tests {
@@ -781,6 +880,43 @@ mod tests {
                 lambda: 0.0,
                 ..base_off.clone()
             }
+        );
+    }
+
+    /// An evaluation of three seeds is three stages of one seed each, each with the settings
+    /// of an evaluation of that seed alone (so a one-seed profile's stage is one of them);
+    /// Reflexion's seeds are the prompted agents' own.
+    #[test]
+    fn an_evaluation_is_one_part_per_seed_of_its_agent() {
+        let p = Profile::from_file(&configs().join("smollm.toml")).unwrap();
+        let whole = EvalPart {
+            spec: EvalSpec {
+                seeds: vec![0, 1, 2],
+                ..p.eval.clone()
+            },
+            prompted: PromptedSpec {
+                reflexion_seeds: vec![4, 5],
+                ..p.prompted.clone()
+            },
+        };
+        let parts = whole.per_seed(&Agent::React);
+        assert_eq!(parts.len(), 3);
+        for (part, seed) in parts.iter().zip([0, 1, 2]) {
+            assert_eq!(part.spec.seeds, vec![seed]);
+            let alone = EvalSpec {
+                seeds: vec![seed],
+                ..whole.spec.clone()
+            };
+            assert_eq!((&part.spec, &part.prompted), (&alone, &whole.prompted));
+        }
+        let reflexion = whole.per_seed(&Agent::Reflexion);
+        let seeds: Vec<_> = reflexion
+            .iter()
+            .map(|r| (r.prompted.reflexion_seeds.clone(), r.spec.seeds.clone()))
+            .collect();
+        assert_eq!(
+            seeds,
+            vec![(vec![4], vec![0, 1, 2]), (vec![5], vec![0, 1, 2])]
         );
     }
 
