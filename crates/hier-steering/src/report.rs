@@ -521,11 +521,12 @@ pub(crate) fn training_table(
     md
 }
 
-/// Every stage, whether it was reused, and how long it took when it ran.
+/// Every stage once (a stage several methods read is recorded once per reader), whether it
+/// was reused, and how long it took when it ran.
 pub(crate) fn stages_table(stages: &[StageRecord]) -> String {
     let mut md = String::new();
     md.push_str("\n## Stages\n\n| stage | reused | seconds (when it ran) |\n|---|---|---|\n");
-    for s in stages {
+    for s in hier_train::stages::distinct_stages(stages) {
         md.push_str(&format!(
             "| {} | {} | {} |\n",
             s.name,

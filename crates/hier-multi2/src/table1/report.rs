@@ -228,11 +228,13 @@ pub fn write(
             v.map(|x| format!("{x:.2}")).join(" | ")
         ));
     }
+    // A stage several methods read is recorded once per reader; it ran once.
+    let distinct = hier_train::stages::distinct_stages(stages);
     md.push_str(&format!(
         "\nStage compute time as recorded when each stage ran: {:.1} min over {} stages ({} without a recorded time).\n\nOur backbone: {}. Glider: one shared adapter, SFT on both levels, advantage-weighted offline RL of the low level, then online GRPO on its high-level decisions only. GRPO: outcome-reward GRPO on whole episodes from the flat SFT adapter. Stages: {} ({} reused from an earlier run).\n",
-        stages.iter().filter_map(|s| s.ran_seconds).sum::<f64>() / 60.0,
-        stages.len(),
-        stages.iter().filter(|s| s.ran_seconds.is_none()).count(),
+        distinct.iter().filter_map(|s| s.ran_seconds).sum::<f64>() / 60.0,
+        distinct.len(),
+        distinct.iter().filter(|s| s.ran_seconds.is_none()).count(),
         match &profile.backbone {
             hier_train::stages::BackboneSpec::Pretrain { model, .. } => format!(
                 "a {}-layer, {}-wide Llama-style model pre-trained from scratch on the environments' expert text",
@@ -240,8 +242,8 @@ pub fn write(
             ),
             hier_train::stages::BackboneSpec::Hf { path } => format!("the checkpoint at `{}`", path.display()),
         },
-        stages.len(),
-        stages.iter().filter(|s| s.cached).count()
+        distinct.len(),
+        distinct.iter().filter(|s| s.cached).count()
     ));
     let rows = ablation_rows(profile, ablation_cells);
     if let Some(ab) = &profile.ablations {
