@@ -57,9 +57,18 @@ fn bad_targets_profiles_and_names_exit_1_with_what_is_wrong() {
     ]);
     assert_eq!(code, 1);
     assert!(
-        err.contains("--envs and --methods apply to table1"),
+        err.contains("--envs, --methods and --no-ablations apply to table1"),
         "{err}"
     );
+    let (code, err) = failure(&[
+        "reproduce",
+        "steering-mas",
+        "--profile",
+        "smoke",
+        "--no-ablations",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("apply to table1"), "{err}");
 
     let (code, err) = failure(&["reproduce", "table1", "--profile", "no-such-profile"]);
     assert_eq!(code, 1);

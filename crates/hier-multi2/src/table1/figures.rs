@@ -8,7 +8,7 @@
 //! Liberation Sans / Arial. Without one, no figure is drawn and `figures/NO_FONT.txt` says why
 //! (the tables are complete either way).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use hier_envs::Split;
@@ -96,7 +96,7 @@ fn success_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
         &format!(
             "Success per split (profile {}), 95% t-intervals {}",
             profile.name,
-            interval_over(profile)
+            interval_over(cells)
         ),
         "success %",
         headroom(&series, 100.0),
@@ -106,13 +106,24 @@ fn success_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
     )
 }
 
-/// What the bars' intervals are taken over: evaluation seeds, or with a single seed the
-/// episodes (`Cell::success_interval`).
-fn interval_over(profile: &Profile) -> &'static str {
-    if profile.eval.seeds.len() > 1 {
-        "over seeds"
-    } else {
-        "over episodes (1 seed)"
+/// What the bars' intervals are taken over, read from the cells (`Cell::success_interval`):
+/// evaluation seeds, or — for a method evaluated with one seed (Reflexion's own seeds may be
+/// fewer than the others') — that seed's episodes, named.
+fn interval_over(cells: &[Cell]) -> String {
+    let mut single: Vec<&str> = Vec::new();
+    for c in cells {
+        if c.success_interval().1 && !single.contains(&c.method.label()) {
+            single.push(c.method.label());
+        }
+    }
+    let methods = cells
+        .iter()
+        .map(|c| c.method.label())
+        .collect::<BTreeSet<_>>();
+    match single.len() {
+        0 => "over seeds".into(),
+        n if n == methods.len() => "over episodes (1 seed)".into(),
+        _ => format!("over seeds; {} over episodes (1 seed)", single.join(", ")),
     }
 }
 
@@ -178,7 +189,7 @@ fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
         path,
         &format!(
             "Success by difficulty (expert-length terciles), 95% t-intervals {}",
-            interval_over(profile)
+            interval_over(cells)
         ),
         "success %",
         headroom(&series, 100.0),
@@ -517,6 +528,26 @@ mod tests {
             })
             .collect();
         Cell::new(method, env, split, results)
+    }
+
+    /// The titles say what the intervals are over, from the cells: seeds; one seed's
+    /// episodes; or seeds with the one-seed methods named (Reflexion with fewer seeds).
+    #[test]
+    fn the_interval_wording_follows_the_cells() {
+        let (env, split) = (EnvKind::Textcraft, Split::Id);
+        let three = |m| cell(m, env, split, |t, _| t < 3);
+        let one = |m| {
+            let mut c = three(m);
+            c.results.retain(|r| r.seed == 0);
+            c
+        };
+        let (m2, rf) = (Method::Multi2, Method::Reflexion);
+        assert_eq!(interval_over(&[three(m2), three(rf)]), "over seeds");
+        assert_eq!(interval_over(&[one(m2), one(rf)]), "over episodes (1 seed)");
+        assert_eq!(
+            interval_over(&[three(m2), one(rf)]),
+            "over seeds; Reflexion over episodes (1 seed)"
+        );
     }
 
     /// Every figure draws from hand-made cells (ID and OOD, an all-zero method, ablations over
