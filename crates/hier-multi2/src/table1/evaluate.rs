@@ -2,9 +2,9 @@
 //! evaluation task once per seed, environments played side by side, each finished batch kept
 //! in a journal so that a killed evaluation resumes after it.
 
-use hier_backbone::burn::module::Module;
 use std::path::Path;
 
+use hier_backbone::burn::module::Module;
 use hier_backbone::{CausalLm, PrefillStats, PrefixCache, SamplingConfig, Tokenizer};
 use hier_envs::{Env, Split, Task};
 use hier_train::eval::EpisodeResult;
