@@ -12,6 +12,7 @@
 
 pub mod claims;
 mod data;
+mod eval_stage;
 mod evaluate;
 pub mod figures;
 pub mod profile;
@@ -33,18 +34,17 @@ use crate::demos::{BuildOptions, build_dataset};
 use crate::grpo::{GrpoConfig, train_grpo};
 use crate::offline_rl::{OfflineRlConfig, train_offline_from};
 use crate::online_rl::{CurvePoint, OnlineRlConfig, train_online};
-use crate::react::PromptedSpec;
 use crate::roles::{
     executor_examples, executor_rl_examples, flat_examples, planner_examples, planner_rl_examples,
 };
 use crate::sys2::Heads;
-use hier_train::eval::{EpisodeResult, expert_lengths, spread, summarise};
+use hier_train::eval::{expert_lengths, spread, summarise};
 use hier_train::sft::sft_config;
 
 use crate::envs::EnvKind;
 use crate::error::{Error, Result};
 use data::{EnvData, corpus_text, read_data};
-use evaluate::{Agent, SplitTasks, evaluate, of_tasks, open_envs};
+use evaluate::{Agent, SplitTasks, of_tasks, open_envs};
 use hier_train::SharedErrors as _;
 pub use hier_train::stages::{BackboneSpec, Report, RunConfig, StageRecord};
 use hier_train::stages::{
@@ -241,53 +241,6 @@ pub fn online_config(base: &OnlineRlConfig, variant: Variant, env: EnvKind) -> O
         on.offline_in_replay = false;
     }
     on
-}
-
-/// The journal of an evaluation stage in progress: its finished batches of episodes
-/// ([`evaluate::evaluate`]), from which a killed evaluation resumes; removed when the stage is
-/// done (`episodes.jsonl` and `traces.jsonl` then hold the same).
-pub const EVAL_JOURNAL: &str = "batches.jsonl";
-
-/// What one evaluation stage plays: its settings and the prompted agents' (which hold
-/// Reflexion's seeds).
-#[derive(Clone, Debug)]
-struct EvalPart {
-    spec: EvalSpec,
-    prompted: PromptedSpec,
-}
-
-impl EvalPart {
-    /// The same evaluation as one part per seed that `agent` plays (Reflexion: the prompted
-    /// agents' `reflexion_seeds`; every other agent: the evaluation's `seeds`), each keyed as
-    /// an evaluation of that seed alone.
-    fn per_seed(&self, agent: &Agent) -> Vec<EvalPart> {
-        match agent {
-            Agent::Reflexion => (self.prompted.reflexion_seeds.iter())
-                .map(|&s| EvalPart {
-                    prompted: PromptedSpec {
-                        reflexion_seeds: vec![s],
-                        ..self.prompted.clone()
-                    },
-                    ..self.clone()
-                })
-                .collect(),
-            _ => (self.spec.seeds.iter())
-                .map(|&s| EvalPart {
-                    spec: EvalSpec {
-                        seeds: vec![s],
-                        ..self.spec.clone()
-                    },
-                    ..self.clone()
-                })
-                .collect(),
-        }
-    }
-}
-
-/// An evaluation's stages ([`Ctx::eval_stages`]) and whether all of them are done.
-struct EvalStages {
-    done: bool,
-    parts: Vec<EvalPart>,
 }
 
 /// A method ready to evaluate: its agent, the stages it came from, and its online curve.
@@ -633,156 +586,6 @@ impl Ctx<'_, '_> {
             }
         })
     }
-
-    /// `train`'s method, trained only when its evaluation `<stage>-<env>` is not done: a
-    /// planning pass ([`Stages::begin_planning`]: no training, no adapters) finds the
-    /// evaluation's keys from its training stages' keys, so evaluations restored into
-    /// `stages/` — e.g. committed by an earlier session whose `runs/` is gone — stand without
-    /// the training stages that made them (the learning curve then needs the online stage's
-    /// `curve.jsonl`).
-    fn for_evaluation(
-        &mut self,
-        stage: &str,
-        method: &str,
-        spec: &EvalSpec,
-        train: impl Fn(&mut Self) -> Result<Trained>,
-    ) -> Result<Trained> {
-        self.st.begin_planning();
-        let planned = train(self);
-        let done = planned
-            .as_ref()
-            .is_ok_and(|p| self.eval_stages(stage, method, p, spec).done);
-        self.st.end_planning(done);
-        if done {
-            return planned;
-        }
-        train(self)
-    }
-
-    /// The evaluation stages of `trained` under `spec`: one per evaluation seed
-    /// ([`EvalPart`]), so that a profile which adds seeds — or a run cut between seeds —
-    /// reuses the seeds done; or one stage of every seed at once where such a stage is done
-    /// (written before evaluations were split by seed; the two give the same episodes).
-    fn eval_stages(
-        &self,
-        stage: &str,
-        method: &str,
-        trained: &Trained,
-        spec: &EvalSpec,
-    ) -> EvalStages {
-        let name = format!("{stage}-{}", self.env);
-        let whole = EvalPart {
-            spec: spec.clone(),
-            prompted: self.profile.prompted.clone(),
-        };
-        let is_done = |part: &EvalPart| {
-            let key = self.eval_key(method, trained, part);
-            self.st.dir(&name, &key).join("DONE").exists()
-        };
-        let parts = whole.per_seed(&trained.agent);
-        if parts.len() > 1 && is_done(&whole) {
-            return EvalStages {
-                done: true,
-                parts: vec![whole],
-            };
-        }
-        EvalStages {
-            done: parts.iter().all(is_done),
-            parts,
-        }
-    }
-
-    /// The key of an evaluation stage.
-    fn eval_key(&self, method: &str, trained: &Trained, part: &EvalPart) -> serde_json::Value {
-        let spec = &part.spec;
-        // The key of the Multi², flat and Glider evaluations predates the prompted agents.
-        match &trained.agent {
-            Agent::Hierarchy { planner, executor } => {
-                serde_json::json!({"base": self.base, "method": method,
-                "planner": planner, "executor": executor, "trained": trained.upstream, "eval": spec})
-            }
-            Agent::Flat { policy } => serde_json::json!({"base": self.base, "method": method,
-                "planner": null, "executor": policy, "trained": trained.upstream, "eval": spec}),
-            prompted => serde_json::json!({"base": self.base, "method": method, "agent": prompted,
-                "prompted": part.prompted, "eval": spec}),
-        }
-    }
-
-    /// Evaluates `trained` in the stages `<stage>-<env>` of [`Self::eval_stages`]; returns
-    /// their episodes, seed by seed.
-    fn evaluate(
-        &mut self,
-        stage: &str,
-        method: &str,
-        trained: &Trained,
-        tasks: &[SplitTasks],
-        spec: &EvalSpec,
-    ) -> Result<Vec<EpisodeResult>> {
-        let mut episodes = Vec::new();
-        for part in self.eval_stages(stage, method, trained, spec).parts {
-            episodes.extend(self.evaluate_part(stage, method, trained, tasks, &part)?);
-        }
-        Ok(episodes)
-    }
-
-    /// One evaluation stage: `trained` under `part`.
-    fn evaluate_part(
-        &mut self,
-        stage: &str,
-        method: &str,
-        trained: &Trained,
-        tasks: &[SplitTasks],
-        part: &EvalPart,
-    ) -> Result<Vec<EpisodeResult>> {
-        let key = self.eval_key(method, trained, part);
-        let (spec, prompted) = (&part.spec, &part.prompted);
-        let (lm, tok, env, d, max_len) = (&*self.lm, self.tok, self.env, self.d, self.max_len());
-        let progress = self.cfg.progress;
-        let cache_mib = self.cfg.prefix_cache_mib;
-        let dir = self
-            .st
-            .run(&format!("{stage}-{}", self.env), key, |dir| -> Result<()> {
-                let started = std::time::Instant::now();
-                let journal = dir.join(EVAL_JOURNAL);
-                let evaluate::Evaluated {
-                    results,
-                    traces,
-                    prefill,
-                    earlier_seconds,
-                } = evaluate(
-                    lm,
-                    tok,
-                    env,
-                    d,
-                    &trained.agent,
-                    tasks,
-                    spec,
-                    prompted,
-                    max_len,
-                    progress,
-                    cache_mib,
-                    &journal,
-                )?;
-                let seconds = earlier_seconds + started.elapsed().as_secs_f64();
-                hier_train::policy::write_prefill_report(dir, cache_mib, prefill, seconds)?;
-                // Removed for an evaluation played in one go, so that a file left beside an
-                // abandoned journal never counts.
-                let path = dir.join(hier_train::stages::EARLIER_SECONDS);
-                if earlier_seconds > 0.0 {
-                    let earlier = format!("{earlier_seconds}\n");
-                    hier_backbone::write_atomic(&path, earlier.as_bytes())?;
-                } else if path.exists() {
-                    std::fs::remove_file(&path).map_err(|e| hier_train::Error::io(&path, e))?;
-                }
-                // Every played episode in full (subgoals, actions, observations), to look at.
-                hier_train::runlog::write_jsonl(&dir.join("traces.jsonl"), &traces)?;
-                hier_train::runlog::write_jsonl(&dir.join("episodes.jsonl"), &results)?;
-                // The journal repeats both files; they are whole now.
-                std::fs::remove_file(&journal).map_err(|e| hier_train::Error::io(&journal, e))?;
-                Ok(())
-            })?;
-        Ok(read_jsonl(&dir.join("episodes.jsonl"))?)
-    }
 }
 
 /// An offline-RL stage: trains `off.adapter` (from `init`, or fresh) unless the stage is
@@ -816,7 +619,9 @@ mod test_common;
 
 #[cfg(test)]
 mod tests {
+    use super::eval_stage::EvalPart;
     use super::*;
+    use crate::react::PromptedSpec;
 
     fn configs() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs/table1")

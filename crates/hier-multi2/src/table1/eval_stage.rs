@@ -1,0 +1,210 @@
+//! A method's evaluation as stages: one per evaluation seed ([`EvalPart`]), each resumable from
+//! its journal ([`EVAL_JOURNAL`]), found done by a planning pass that trains nothing.
+
+use hier_train::eval::EpisodeResult;
+use hier_train::stages::read_jsonl;
+
+use super::evaluate::{self, Agent, SplitTasks, evaluate};
+use super::{Ctx, Trained};
+use crate::error::Result;
+use crate::react::PromptedSpec;
+use crate::table1::EvalSpec;
+
+/// The journal of an evaluation stage in progress: its finished batches of episodes
+/// ([`evaluate::evaluate`]), from which a killed evaluation resumes; removed when the stage is
+/// done (`episodes.jsonl` and `traces.jsonl` then hold the same).
+pub const EVAL_JOURNAL: &str = "batches.jsonl";
+
+/// What one evaluation stage plays: its settings and the prompted agents' (which hold
+/// Reflexion's seeds).
+#[derive(Clone, Debug)]
+pub(super) struct EvalPart {
+    pub(super) spec: EvalSpec,
+    pub(super) prompted: PromptedSpec,
+}
+
+impl EvalPart {
+    /// The same evaluation as one part per seed that `agent` plays (Reflexion: the prompted
+    /// agents' `reflexion_seeds`; every other agent: the evaluation's `seeds`), each keyed as
+    /// an evaluation of that seed alone.
+    pub(super) fn per_seed(&self, agent: &Agent) -> Vec<EvalPart> {
+        match agent {
+            Agent::Reflexion => (self.prompted.reflexion_seeds.iter())
+                .map(|&s| EvalPart {
+                    prompted: PromptedSpec {
+                        reflexion_seeds: vec![s],
+                        ..self.prompted.clone()
+                    },
+                    ..self.clone()
+                })
+                .collect(),
+            _ => (self.spec.seeds.iter())
+                .map(|&s| EvalPart {
+                    spec: EvalSpec {
+                        seeds: vec![s],
+                        ..self.spec.clone()
+                    },
+                    ..self.clone()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An evaluation's stages ([`Ctx::eval_stages`]) and whether all of them are done.
+pub(super) struct EvalStages {
+    done: bool,
+    parts: Vec<EvalPart>,
+}
+
+impl Ctx<'_, '_> {
+    /// `train`'s method, trained only when its evaluation `<stage>-<env>` is not done: a
+    /// planning pass ([`Stages::begin_planning`]: no training, no adapters) finds the
+    /// evaluation's keys from its training stages' keys, so evaluations restored into
+    /// `stages/` — e.g. committed by an earlier session whose `runs/` is gone — stand without
+    /// the training stages that made them (the learning curve then needs the online stage's
+    /// `curve.jsonl`).
+    pub(super) fn for_evaluation(
+        &mut self,
+        stage: &str,
+        method: &str,
+        spec: &EvalSpec,
+        train: impl Fn(&mut Self) -> Result<Trained>,
+    ) -> Result<Trained> {
+        self.st.begin_planning();
+        let planned = train(self);
+        let done = planned
+            .as_ref()
+            .is_ok_and(|p| self.eval_stages(stage, method, p, spec).done);
+        self.st.end_planning(done);
+        if done {
+            return planned;
+        }
+        train(self)
+    }
+
+    /// The evaluation stages of `trained` under `spec`: one per evaluation seed
+    /// ([`EvalPart`]), so that a profile which adds seeds — or a run cut between seeds —
+    /// reuses the seeds done; or one stage of every seed at once where such a stage is done
+    /// (written before evaluations were split by seed; the two give the same episodes).
+    fn eval_stages(
+        &self,
+        stage: &str,
+        method: &str,
+        trained: &Trained,
+        spec: &EvalSpec,
+    ) -> EvalStages {
+        let name = format!("{stage}-{}", self.env);
+        let whole = EvalPart {
+            spec: spec.clone(),
+            prompted: self.profile.prompted.clone(),
+        };
+        let is_done = |part: &EvalPart| {
+            let key = self.eval_key(method, trained, part);
+            self.st.dir(&name, &key).join("DONE").exists()
+        };
+        let parts = whole.per_seed(&trained.agent);
+        if parts.len() > 1 && is_done(&whole) {
+            return EvalStages {
+                done: true,
+                parts: vec![whole],
+            };
+        }
+        EvalStages {
+            done: parts.iter().all(is_done),
+            parts,
+        }
+    }
+
+    /// The key of an evaluation stage.
+    fn eval_key(&self, method: &str, trained: &Trained, part: &EvalPart) -> serde_json::Value {
+        let spec = &part.spec;
+        // The key of the Multi², flat and Glider evaluations predates the prompted agents.
+        match &trained.agent {
+            Agent::Hierarchy { planner, executor } => {
+                serde_json::json!({"base": self.base, "method": method,
+                "planner": planner, "executor": executor, "trained": trained.upstream, "eval": spec})
+            }
+            Agent::Flat { policy } => serde_json::json!({"base": self.base, "method": method,
+                "planner": null, "executor": policy, "trained": trained.upstream, "eval": spec}),
+            prompted => serde_json::json!({"base": self.base, "method": method, "agent": prompted,
+                "prompted": part.prompted, "eval": spec}),
+        }
+    }
+
+    /// Evaluates `trained` in the stages `<stage>-<env>` of [`Self::eval_stages`]; returns
+    /// their episodes, seed by seed.
+    pub(super) fn evaluate(
+        &mut self,
+        stage: &str,
+        method: &str,
+        trained: &Trained,
+        tasks: &[SplitTasks],
+        spec: &EvalSpec,
+    ) -> Result<Vec<EpisodeResult>> {
+        let mut episodes = Vec::new();
+        for part in self.eval_stages(stage, method, trained, spec).parts {
+            episodes.extend(self.evaluate_part(stage, method, trained, tasks, &part)?);
+        }
+        Ok(episodes)
+    }
+
+    /// One evaluation stage: `trained` under `part`.
+    fn evaluate_part(
+        &mut self,
+        stage: &str,
+        method: &str,
+        trained: &Trained,
+        tasks: &[SplitTasks],
+        part: &EvalPart,
+    ) -> Result<Vec<EpisodeResult>> {
+        let key = self.eval_key(method, trained, part);
+        let (spec, prompted) = (&part.spec, &part.prompted);
+        let (lm, tok, env, d, max_len) = (&*self.lm, self.tok, self.env, self.d, self.max_len());
+        let progress = self.cfg.progress;
+        let cache_mib = self.cfg.prefix_cache_mib;
+        let dir = self
+            .st
+            .run(&format!("{stage}-{}", self.env), key, |dir| -> Result<()> {
+                let started = std::time::Instant::now();
+                let journal = dir.join(EVAL_JOURNAL);
+                let evaluate::Evaluated {
+                    results,
+                    traces,
+                    prefill,
+                    earlier_seconds,
+                } = evaluate(
+                    lm,
+                    tok,
+                    env,
+                    d,
+                    &trained.agent,
+                    tasks,
+                    spec,
+                    prompted,
+                    max_len,
+                    progress,
+                    cache_mib,
+                    &journal,
+                )?;
+                let seconds = earlier_seconds + started.elapsed().as_secs_f64();
+                hier_train::policy::write_prefill_report(dir, cache_mib, prefill, seconds)?;
+                // Removed for an evaluation played in one go, so that a file left beside an
+                // abandoned journal never counts.
+                let path = dir.join(hier_train::stages::EARLIER_SECONDS);
+                if earlier_seconds > 0.0 {
+                    let earlier = format!("{earlier_seconds}\n");
+                    hier_backbone::write_atomic(&path, earlier.as_bytes())?;
+                } else if path.exists() {
+                    std::fs::remove_file(&path).map_err(|e| hier_train::Error::io(&path, e))?;
+                }
+                // Every played episode in full (subgoals, actions, observations), to look at.
+                hier_train::runlog::write_jsonl(&dir.join("traces.jsonl"), &traces)?;
+                hier_train::runlog::write_jsonl(&dir.join("episodes.jsonl"), &results)?;
+                // The journal repeats both files; they are whole now.
+                std::fs::remove_file(&journal).map_err(|e| hier_train::Error::io(&journal, e))?;
+                Ok(())
+            })?;
+        Ok(read_jsonl(&dir.join("episodes.jsonl"))?)
+    }
+}
