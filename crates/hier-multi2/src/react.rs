@@ -16,8 +16,9 @@
 //!
 //! The prompt is one user message rendered with the tokenizer's chat template (the tiny
 //! backbone's own or an instruct checkpoint's): the instruction and demonstrations first, the
-//! episode so far next, and the task restated last, so that a prompt cut in the middle
-//! ([`crate::roles::fit_prompt`]) loses old demonstrations, not the task. The assistant's
+//! episode so far next, and the task restated last. A prompt too long for `max_prompt` shows
+//! fewer demonstrations ([`Prompter::act_prompt`]); one too long without any is cut in the
+//! middle ([`hier_train::prompt::fit_prompt`]), losing old turns, not the task. The assistant's
 //! reply is started at [`REPLY_START`] (`>`), where every line of the demonstrations starts,
 //! as ReAct's own prompts end: an instruct model otherwise answers in prose.
 
@@ -47,7 +48,8 @@ pub struct PromptedSpec {
     /// prefix cache reuses it.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub history_stride: usize,
-    /// Prompt tokens at most (the middle is cut: [`crate::roles::fit_prompt`]).
+    /// Prompt tokens at most: demonstrations are left out to fit ([`Prompter::act_prompt`]),
+    /// then the middle is cut ([`hier_train::prompt::fit_prompt`]).
     pub max_prompt: usize,
     /// Reflexion: trials per task (the paper reports pass@6) and reflections kept in memory.
     pub reflexion_trials: usize,
@@ -254,9 +256,9 @@ impl Prompter<'_> {
         spread(if same.is_empty() { &all } else { &same }, self.spec.demos)
     }
 
-    fn demo_block(&self, kind: Option<&str>, finish: bool) -> String {
+    fn demo_block(&self, demos: &[&Demo], finish: bool) -> String {
         let mut out = String::new();
-        for (k, d) in self.demos_for(kind).into_iter().enumerate() {
+        for (k, d) in demos.iter().enumerate() {
             out.push_str(&format!("Example {}:\n", k + 1));
             out.push_str(&render_episode(
                 &d.task,
@@ -275,10 +277,53 @@ impl Prompter<'_> {
     /// The acting prompt: rules, demonstrations (of the task's `kind` where known), memory
     /// (Reflexion), the episode so far (its last `history` turns) and the task restated; the
     /// reply starts at [`REPLY_START`].
+    ///
+    /// Demonstrations are whole or absent: where the prompt would exceed `spec.max_prompt`
+    /// tokens, the last demonstrations are left out, one at a time, until it fits (none
+    /// left, the policy cuts its middle: [`hier_train::prompt::fit_prompt`]). A cut inside
+    /// a demonstration would show the model half an example, and — since the cut moves with
+    /// the episode's tail — change every prompt from the 96th token on, so that the prefix
+    /// cache reused nothing; and a batch prefills every row to its longest row's length, so one
+    /// such prompt costs the whole batch (on SmolLM2, a batch of 8 TextCraft goals with one
+    /// 3,318-character crafting list ran over 70 minutes; the others 12–18). Prompts that fit
+    /// are unchanged.
     pub fn act_prompt(
         &self,
         task: &str,
         kind: Option<&str>,
+        first_obs: &str,
+        steps: &[Step],
+        memory: &[String],
+        finish: bool,
+    ) -> Result<String> {
+        let demos = self.demos_for(kind);
+        let mut shown = demos.len();
+        loop {
+            let prompt =
+                self.act_prompt_with(&demos[..shown], task, first_obs, steps, memory, finish)?;
+            if shown == 0 || self.prompt_tokens(&prompt)? <= self.spec.max_prompt {
+                return Ok(prompt);
+            }
+            shown -= 1;
+        }
+    }
+
+    /// Tokens of a rendered prompt, as the policy encodes it.
+    fn prompt_tokens(&self, prompt: &str) -> Result<usize> {
+        let ids =
+            self.tokenizer
+                .encode(prompt, false)
+                .map_err(|source| hier_train::Error::Tokenize {
+                    what: "prompted agent: acting prompt".into(),
+                    source,
+                })?;
+        Ok(ids.len())
+    }
+
+    fn act_prompt_with(
+        &self,
+        demos: &[&Demo],
+        task: &str,
         first_obs: &str,
         steps: &[Step],
         memory: &[String],
@@ -292,7 +337,7 @@ impl Prompter<'_> {
             );
         }
         text.push_str("\n\n");
-        text.push_str(&self.demo_block(kind, finish));
+        text.push_str(&self.demo_block(demos, finish));
         if !memory.is_empty() {
             text.push_str("Lessons from your earlier attempts at this task:\n");
             for m in memory {
@@ -580,6 +625,91 @@ mod tests {
             p.demos_for(None)[0].kind,
             p.demos_for(None)[1].kind,
             "spread, not the first group"
+        );
+    }
+
+    /// A prompt over `max_prompt` tokens leaves out its last demonstrations, whole, until it
+    /// fits; without any it is returned as is (the policy cuts it); one that fits is unchanged.
+    #[test]
+    fn demonstrations_are_left_out_whole_until_the_prompt_fits() {
+        let flat: Vec<FlatTrajectory> = (0..2)
+            .map(|k| FlatTrajectory {
+                source: format!("env/{k}"),
+                task: format!("craft thing {k}"),
+                observations: vec!["a long first observation of the demonstration".into()],
+                actions: vec![],
+                rewards: vec![],
+                score: 1.0,
+                success: true,
+                origin: "expert".into(),
+            })
+            .collect();
+        let sys2: Vec<Sys2Transition> = (0..2)
+            .map(|k| Sys2Transition {
+                source: format!("env/{k}"),
+                subgoal: "get the parts".into(),
+                observation: "o0".into(),
+                action: "get 2 parts".into(),
+                subgoal_done: false,
+                reward: 0.0,
+                env_reward: 0.0,
+                next_observation: "Got 2 parts".into(),
+                terminal: false,
+                segment: 0,
+                step: 0,
+            })
+            .collect();
+        let tokenizer = Tokenizer::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../hier-backbone/tests/fixtures/tokenizer"),
+        )
+        .unwrap();
+        let prompt_with = |max_prompt: usize| {
+            let spec = PromptedSpec {
+                demos: 2,
+                demo_obs_chars: 100,
+                history: 4,
+                history_stride: 0,
+                max_prompt,
+                reflexion_trials: 1,
+                reflexion_memory: 1,
+                reflexion_seeds: vec![0],
+                adapt_max_depth: 1,
+                adapt_executor_turns: 1,
+                max_tokens: 8,
+                temperature: 1.0,
+                top_p: 1.0,
+                top_k: 0,
+            };
+            let p = Prompter {
+                tokenizer: &tokenizer,
+                demos: demos(&flat, &sys2, 2, &|_| None),
+                spec: &spec,
+            };
+            let steps = [Step {
+                line: "get 1 log".into(),
+                observation: "Got 1 log".into(),
+            }];
+            let text = p
+                .act_prompt("craft a boat", None, "o0", &steps, &[], false)
+                .unwrap();
+            let tokens = tokenizer.encode(&text, false).unwrap().len();
+            (text, tokens)
+        };
+        let (both, both_len) = prompt_with(100_000);
+        assert!(both.contains("Example 2:") && both.contains("craft thing 1"));
+        // Exactly its length fits: unchanged.
+        assert_eq!(prompt_with(both_len).0, both);
+        // One token less: the second demonstration goes, whole, and the first stays whole.
+        let (one, one_len) = prompt_with(both_len - 1);
+        assert!(one.contains("Example 1:") && one.contains("craft thing 0"));
+        assert!(!one.contains("Example 2:") && !one.contains("craft thing 1"));
+        assert!(one_len < both_len);
+        // A budget below every choice: no demonstration, the episode and task still there.
+        let (none, _) = prompt_with(1);
+        assert!(!none.contains("Example 1:"));
+        assert!(
+            none.contains("> get 1 log\nGot 1 log") && none.contains("Your task: craft a boat")
         );
     }
 

@@ -197,11 +197,7 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
                 (*s, keep, lens)
             })
             .collect();
-        let spec = EvalSpec {
-            tasks_per_split: ab.tasks_per_split,
-            seeds: ab.eval_seeds.clone(),
-            ..profile.eval.clone()
-        };
+        let spec = ablation_eval(&profile.eval, ab);
         for &seed in &ab.seeds {
             for &variant in &ab.variants {
                 let stage = format!("ablation-{variant}-s{seed}");
@@ -229,6 +225,18 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
         st.records(),
         started.elapsed().as_secs_f64(),
     )
+}
+
+/// The ablations' evaluation: the main evaluation's settings on `ab.tasks_per_split` of its
+/// tasks per split (spread over them) and `ab.eval_seeds`; keyed with the main count too
+/// (`subset_of`), which decides what they are spread over.
+fn ablation_eval(main: &EvalSpec, ab: &AblationSpec) -> EvalSpec {
+    EvalSpec {
+        tasks_per_split: ab.tasks_per_split,
+        seeds: ab.eval_seeds.clone(),
+        subset_of: Some(main.tasks_per_split),
+        ..main.clone()
+    }
 }
 
 /// The online RL settings of a run on `env` under `variant`: the profile's (`base`) under the
@@ -690,6 +698,29 @@ mod tests {
                 ..base_off.clone()
             }
         );
+    }
+
+    /// The ablations evaluate a spread of the main evaluation's tasks, so their stages are
+    /// keyed by both counts; the main evaluation's key is as before (no `subset_of`).
+    #[test]
+    fn the_ablations_evaluation_is_keyed_by_the_tasks_it_is_drawn_from() {
+        let p = Profile::from_file(&configs().join("small.toml")).unwrap();
+        let ab = p.ablations.clone().expect("small has ablations");
+        let key = |main: &EvalSpec| serde_json::to_value(ablation_eval(main, &ab)).unwrap();
+        let more = EvalSpec {
+            tasks_per_split: p.eval.tasks_per_split + 1,
+            ..p.eval.clone()
+        };
+        assert_ne!(key(&p.eval), key(&more));
+        assert_eq!(key(&p.eval)["subset_of"], p.eval.tasks_per_split);
+        assert_eq!(key(&p.eval)["tasks_per_split"], ab.tasks_per_split);
+        let main = serde_json::to_value(&p.eval).unwrap();
+        assert!(main.get("subset_of").is_none(), "{main}");
+        // A profile cannot set it.
+        let mut bad = p.clone();
+        bad.eval.subset_of = Some(3);
+        let err = bad.check().unwrap_err().to_string();
+        assert!(err.contains("eval.subset_of"), "{err}");
     }
 
     /// An evaluation of three seeds is three stages of one seed each, each with the settings

@@ -45,6 +45,11 @@ pub struct EvalSpec {
     pub temperature: f32,
     pub top_p: f32,
     pub top_k: usize,
+    /// Set by the pipeline, never by a profile: for the ablations, the main evaluation's
+    /// `tasks_per_split` whose tasks theirs are spread over — their tasks depend on both
+    /// counts, so both key their stages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subset_of: Option<usize>,
 }
 
 /// A `reproduce table1` profile (`configs/table1/<name>.toml`).
@@ -259,6 +264,12 @@ impl Profile {
         if self.eval.seeds.is_empty() || self.eval.parallel == 0 || self.eval.tasks_per_split == 0 {
             return Err(Error::invalid(
                 "eval needs seeds, parallel > 0 and tasks_per_split > 0".into(),
+            ));
+        }
+        if self.eval.subset_of.is_some() {
+            return Err(Error::invalid(
+                "eval.subset_of is set by the pipeline (for the ablations), not by a profile"
+                    .into(),
             ));
         }
         if self.prompted.history_stride > self.prompted.history {
