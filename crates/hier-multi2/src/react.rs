@@ -285,8 +285,8 @@ impl Prompter<'_> {
     /// the episode's tail — change every prompt from the 96th token on, so that the prefix
     /// cache reused nothing; and a batch prefills every row to its longest row's length, so one
     /// such prompt costs the whole batch (on SmolLM2, a batch of 8 TextCraft goals with one
-    /// 3,318-character crafting list ran over 70 minutes; the others 12–18). Prompts that fit
-    /// are unchanged.
+    /// 3,318-character crafting list ran over 70 minutes, the others 12–18 minutes). Prompts
+    /// that fit are unchanged.
     pub fn act_prompt(
         &self,
         task: &str,
