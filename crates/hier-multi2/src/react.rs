@@ -548,14 +548,12 @@ mod tests {
 
     use super::*;
 
-    /// Demonstrations are drawn per kind, and a prompt shows those of its task's kind (all
-    /// kinds, spread, where the kind is unknown or has none).
-    #[test]
-    fn prompts_show_demonstrations_of_the_tasks_kind() {
-        let flat: Vec<FlatTrajectory> = (0..9)
-            .map(|k| FlatTrajectory {
+    /// One successful expert episode per task (`env/<k>`), each a single transition.
+    fn expert_episodes(tasks: &[String]) -> (Vec<FlatTrajectory>, Vec<Sys2Transition>) {
+        let flat = (tasks.iter().enumerate())
+            .map(|(k, task)| FlatTrajectory {
                 source: format!("env/{k}"),
-                task: format!("{} {k}", ["heat", "cool", "look"][k % 3]),
+                task: task.clone(),
                 observations: vec!["o0".into()],
                 actions: vec![],
                 rewards: vec![],
@@ -564,7 +562,7 @@ mod tests {
                 origin: "expert".into(),
             })
             .collect();
-        let sys2: Vec<Sys2Transition> = (0..9)
+        let sys2 = (0..tasks.len())
             .map(|k| Sys2Transition {
                 source: format!("env/{k}"),
                 subgoal: "g".into(),
@@ -579,25 +577,25 @@ mod tests {
                 step: 0,
             })
             .collect();
-        // `look` tasks have no kind here.
-        let kind_of = |t: &str| match t.split(' ').next() {
-            Some("heat") => Some("heat"),
-            Some("cool") => Some("cool"),
-            _ => None,
-        };
-        let d = demos(&flat, &sys2, 2, &kind_of);
-        assert_eq!(d.len(), 6, "two per group: cool, heat and the kind-less");
-        let tokenizer = Tokenizer::load(
+        (flat, sys2)
+    }
+
+    fn fixture_tokenizer() -> Tokenizer {
+        Tokenizer::load(
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../hier-backbone/tests/fixtures/tokenizer"),
         )
-        .unwrap();
-        let spec = PromptedSpec {
+        .unwrap()
+    }
+
+    /// Two demonstrations, a window of 4 turns, `max_prompt` tokens.
+    fn spec(max_prompt: usize) -> PromptedSpec {
+        PromptedSpec {
             demos: 2,
             demo_obs_chars: 100,
             history: 4,
             history_stride: 0,
-            max_prompt: 1024,
+            max_prompt,
             reflexion_trials: 1,
             reflexion_memory: 1,
             reflexion_seeds: vec![0],
@@ -607,7 +605,27 @@ mod tests {
             temperature: 1.0,
             top_p: 1.0,
             top_k: 0,
+        }
+    }
+
+    /// Demonstrations are drawn per kind, and a prompt shows those of its task's kind (all
+    /// kinds, spread, where the kind is unknown or has none).
+    #[test]
+    fn prompts_show_demonstrations_of_the_tasks_kind() {
+        let tasks: Vec<String> = (0..9)
+            .map(|k| format!("{} {k}", ["heat", "cool", "look"][k % 3]))
+            .collect();
+        let (flat, sys2) = expert_episodes(&tasks);
+        // `look` tasks have no kind here.
+        let kind_of = |t: &str| match t.split(' ').next() {
+            Some("heat") => Some("heat"),
+            Some("cool") => Some("cool"),
+            _ => None,
         };
+        let d = demos(&flat, &sys2, 2, &kind_of);
+        assert_eq!(d.len(), 6, "two per group: cool, heat and the kind-less");
+        let tokenizer = fixture_tokenizer();
+        let spec = spec(1024);
         let p = Prompter {
             tokenizer: &tokenizer,
             demos: d,
@@ -632,55 +650,10 @@ mod tests {
     /// fits; without any it is returned as is (the policy cuts it); one that fits is unchanged.
     #[test]
     fn demonstrations_are_left_out_whole_until_the_prompt_fits() {
-        let flat: Vec<FlatTrajectory> = (0..2)
-            .map(|k| FlatTrajectory {
-                source: format!("env/{k}"),
-                task: format!("craft thing {k}"),
-                observations: vec!["a long first observation of the demonstration".into()],
-                actions: vec![],
-                rewards: vec![],
-                score: 1.0,
-                success: true,
-                origin: "expert".into(),
-            })
-            .collect();
-        let sys2: Vec<Sys2Transition> = (0..2)
-            .map(|k| Sys2Transition {
-                source: format!("env/{k}"),
-                subgoal: "get the parts".into(),
-                observation: "o0".into(),
-                action: "get 2 parts".into(),
-                subgoal_done: false,
-                reward: 0.0,
-                env_reward: 0.0,
-                next_observation: "Got 2 parts".into(),
-                terminal: false,
-                segment: 0,
-                step: 0,
-            })
-            .collect();
-        let tokenizer = Tokenizer::load(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../hier-backbone/tests/fixtures/tokenizer"),
-        )
-        .unwrap();
+        let (flat, sys2) = expert_episodes(&["craft thing 0".into(), "craft thing 1".into()]);
+        let tokenizer = fixture_tokenizer();
         let prompt_with = |max_prompt: usize| {
-            let spec = PromptedSpec {
-                demos: 2,
-                demo_obs_chars: 100,
-                history: 4,
-                history_stride: 0,
-                max_prompt,
-                reflexion_trials: 1,
-                reflexion_memory: 1,
-                reflexion_seeds: vec![0],
-                adapt_max_depth: 1,
-                adapt_executor_turns: 1,
-                max_tokens: 8,
-                temperature: 1.0,
-                top_p: 1.0,
-                top_k: 0,
-            };
+            let spec = spec(max_prompt);
             let p = Prompter {
                 tokenizer: &tokenizer,
                 demos: demos(&flat, &sys2, 2, &|_| None),
