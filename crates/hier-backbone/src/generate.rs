@@ -281,6 +281,25 @@ impl CausalLm {
                 .map(|(p, r)| (p.len() - r) as u64)
                 .sum(),
         );
+        // The batch below pads every row to its longest row's new tokens; a row with many
+        // more than the others is prefilled alone first, all but its last token.
+        if reuse {
+            let new: Vec<usize> = prompts
+                .iter()
+                .zip(&reused)
+                .map(|(p, r)| p.len() - r)
+                .collect();
+            for row in rows_to_prefill_alone(&new) {
+                let (start, mut kv) = hits[row].take().unwrap_or_else(|| (0, self.new_cache(1)));
+                let end = prompts[row].len() - 1;
+                self.extend_row(&mut kv, &prompts[row][start..end], start, opts)?;
+                prefixes.count_prefill_positions((end - start) as u64);
+                hits[row] = Some((end, kv));
+            }
+        }
+        // Where each row's batched prefill starts: its cached prefix, or what was prefilled
+        // alone above.
+        let starts: Vec<usize> = hits.iter().map(|h| h.as_ref().map_or(0, |h| h.0)).collect();
         let mut out: Vec<Generation> = requests
             .iter()
             .zip(&reused)
@@ -309,19 +328,19 @@ impl CausalLm {
         let mut step_batch = Batch::left_padded(&prompts, pad);
         // Every column so far, to recompute from when a cache must be dropped.
         let mut full = step_batch.clone();
-        if reused.iter().any(|&r| r > 0) {
+        if starts.iter().any(|&r| r > 0) {
             // Row i: [padding | its cached prefix | padding | the rest of its prompt]; the
             // padding is masked like any padding and positions continue from the prefix.
             let rows: Vec<Option<KvCache>> = hits.into_iter().map(|h| h.map(|h| h.1)).collect();
             cache = Some(KvCache::stack_left_padded(&rows, self.layers.len())?);
             let suffixes: Vec<Vec<u32>> = prompts
                 .iter()
-                .zip(&reused)
+                .zip(&starts)
                 .map(|(p, &r)| p[r..].to_vec())
                 .collect();
             step_batch = Batch::left_padded(&suffixes, pad);
             let t = step_batch.len;
-            for (row, &r) in reused.iter().enumerate() {
+            for (row, &r) in starts.iter().enumerate() {
                 for j in row * t..(row + 1) * t {
                     if step_batch.valid[j] {
                         step_batch.positions[j] += r as u32;
@@ -329,6 +348,7 @@ impl CausalLm {
                 }
             }
         }
+        prefixes.count_prefill_positions((step_batch.batch * step_batch.len) as u64);
         for step in 0..cfg.max_new_tokens {
             if let Some(c) = &cache
                 && self.longrope_switches(c.len(), step_batch.len)
@@ -429,16 +449,30 @@ impl CausalLm {
             None => (0, self.new_cache(1)),
         };
         let rest = &tokens[start..];
-        let batch = Batch {
-            ids: rest.to_vec(),
-            batch: 1,
-            len: rest.len(),
-            positions: (start as u32..tokens.len() as u32).collect(),
-            valid: vec![true; rest.len()],
-        };
-        self.forward_hidden(&batch, opts, Some(&mut kv))?;
+        self.extend_row(&mut kv, rest, start, opts)?;
         cache.count_prefilled(rest.len() as u64);
+        cache.count_prefill_positions(rest.len() as u64);
         cache.insert(weights, tokens.to_vec(), kv);
+        Ok(())
+    }
+
+    /// Runs `tokens`, at positions `start..`, through the model on top of the one-row cache
+    /// `kv` (which holds the `start` tokens before them).
+    fn extend_row(
+        &self,
+        kv: &mut KvCache,
+        tokens: &[u32],
+        start: usize,
+        opts: Forward,
+    ) -> Result<()> {
+        let batch = Batch {
+            ids: tokens.to_vec(),
+            batch: 1,
+            len: tokens.len(),
+            positions: (start as u32..(start + tokens.len()) as u32).collect(),
+            valid: vec![true; tokens.len()],
+        };
+        self.forward_hidden(&batch, opts, Some(kv))?;
         Ok(())
     }
 
@@ -471,6 +505,38 @@ impl CausalLm {
 
 /// Prompts of a batch that share at least this many leading tokens have them prefilled once.
 const MIN_SHARED_PREFIX: usize = crate::prefix_cache::MIN_REUSE;
+
+/// What a separate one-row forward costs beyond its tokens, in prefill positions: its fixed
+/// cost is one more pass over the weights, about a decode step — ≈ 30 prefill positions for
+/// SmolLM2-135M on the 2-core CPU of docs/PERFORMANCE.md (an estimate from its decode and
+/// forward rates, not tuned).
+const ALONE_OVERHEAD: usize = 32;
+
+/// Which rows to prefill one at a time before a batch whose rows have `new_tokens` prompt
+/// tokens each still to compute, longest first.
+///
+/// A batched prefill runs every row over the longest row's new tokens (left padding): with
+/// `s₁ ≥ s₂ ≥ … ≥ sₙ` it computes `n · s₁` positions. Prefilling the `k` longest alone first
+/// (all but their last token, whose logits the batch reads) costs
+/// `Σ_{i≤k} (sᵢ − 1 + ALONE_OVERHEAD) + n · max(s_{k+1}, 1)` (`s_{n+1} = 1`). The `k` that
+/// minimises this is taken, the smallest on ties, so rows of equal length stay one batch.
+pub(crate) fn rows_to_prefill_alone(new_tokens: &[usize]) -> Vec<usize> {
+    let n = new_tokens.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    // Stable: equally long rows keep their order.
+    order.sort_by_key(|&row| std::cmp::Reverse(new_tokens[row]));
+    let s = |i: usize| order.get(i).map_or(1, |&row| new_tokens[row].max(1));
+    let (mut best, mut best_cost, mut alone) = (0, n * s(0), 0);
+    for k in 1..=n {
+        alone += s(k - 1) - 1 + ALONE_OVERHEAD;
+        let cost = alone + n * s(k);
+        if cost < best_cost {
+            (best, best_cost) = (k, cost);
+        }
+    }
+    order.truncate(best);
+    order
+}
 
 /// The number of leading tokens every prompt shares, leaving each at least one token of its
 /// own (the prefill must end on a real token of every row).
@@ -530,6 +596,29 @@ fn append_column(a: &Batch, col: &Batch) -> Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Hand-computed costs (positions, `ALONE_OVERHEAD` = 32): one 1,400-token row among seven
+    /// of 20 costs 8 · 1,400 = 11,200 batched, 1,399 + 32 + 8 · 20 = 1,591 with it alone
+    /// first, 1,591 + 51 = 1,642 with a second row alone too.
+    #[test]
+    fn only_rows_that_would_pad_the_batch_are_prefilled_alone() {
+        let mut one_long = vec![20; 8];
+        one_long[3] = 1400;
+        assert_eq!(rows_to_prefill_alone(&one_long), [3]);
+        // Two long rows among six short ones: 2 · (1,000 − 1 + 32) + 8 · 30 = 2,302 beats
+        // 8 · 1,000, 1,031 + 8 · 1,000 and all eight alone (2,062 + 6 · 61 + 8 = 2,436).
+        assert_eq!(
+            rows_to_prefill_alone(&[30, 1000, 30, 30, 30, 1000, 30, 30]),
+            [1, 5]
+        );
+        // Equal rows stay one batch (k = 1 costs 131 + 400 > 400), as does a single row.
+        assert!(rows_to_prefill_alone(&[100; 4]).is_empty());
+        assert!(rows_to_prefill_alone(&[5000]).is_empty());
+        assert!(rows_to_prefill_alone(&[1, 1]).is_empty());
+        assert!(rows_to_prefill_alone(&[]).is_empty());
+        // Close lengths stay batched: 2 · 60 = 120 against 59 + 32 + 2 · 50 = 191.
+        assert!(rows_to_prefill_alone(&[60, 50]).is_empty());
+    }
 
     #[test]
     fn greedy_takes_first_max_and_reports_logprob() {

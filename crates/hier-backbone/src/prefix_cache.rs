@@ -43,6 +43,11 @@ pub struct PrefillStats {
     pub prompt_tokens: u64,
     /// Prompt tokens run through the model (the rest were read from the cache).
     pub prefilled_tokens: u64,
+    /// Positions the prefills ran through the model, padding included: a batch pads every row
+    /// to its longest row's new tokens, so this is at least `prefilled_tokens` (absent, 0, in
+    /// records written before it was counted).
+    #[serde(default)]
+    pub prefill_positions: u64,
 }
 
 impl PrefillStats {
@@ -56,6 +61,7 @@ impl PrefillStats {
         self.prompts += other.prompts;
         self.prompt_tokens += other.prompt_tokens;
         self.prefilled_tokens += other.prefilled_tokens;
+        self.prefill_positions += other.prefill_positions;
     }
 }
 
@@ -149,6 +155,10 @@ impl PrefixCache {
 
     pub(crate) fn count_prefilled(&mut self, tokens: u64) {
         self.stats.prefilled_tokens += tokens;
+    }
+
+    pub(crate) fn count_prefill_positions(&mut self, positions: u64) {
+        self.stats.prefill_positions += positions;
     }
 
     /// The longest cached prefix of `tokens` computed by `weights`, leaving at least one token

@@ -164,7 +164,8 @@ impl TextPolicy for BackbonePolicy<'_> {
 }
 
 /// Writes `<dir>/prefill.json`: what the prompts of a stage cost — prompt tokens, those
-/// prefilled, those read from the roles' prefix caches — with the cache budget and the stage's
+/// prefilled, those read from the roles' prefix caches, the positions the prefills computed
+/// (padding included) — with the cache budget and the stage's
 /// wall time, so that runs with and without the cache can be compared.
 pub fn write_prefill_report(
     dir: &std::path::Path,
@@ -178,6 +179,7 @@ pub fn write_prefill_report(
         "prompt_tokens": stats.prompt_tokens,
         "prefilled_tokens": stats.prefilled_tokens,
         "reused_tokens": stats.reused_tokens(),
+        "prefill_positions": stats.prefill_positions,
         "seconds": seconds,
     });
     let text = serde_json::to_string_pretty(&report).expect("a JSON value serialises");
