@@ -322,8 +322,8 @@ fn an_episode_cache_prefills_only_new_tokens_with_identical_results() {
                     let at = format!("{family} adapter {with_adapter} step {step} row {row}");
                     assert_eq!(a.tokens, b.tokens, "{at}: tokens differ from recomputing");
                     // 3e-5, not 1e-5: rounding follows the batch's padded width, and the
-                    // cached call (row 2's moved window prefilled alone, then short
-                    // suffixes) and the recomputation (every row padded to the longest
+                    // cached call (a row with many new tokens prefilled alone, the rest as
+                    // short suffixes) and the recomputation (every row padded to the longest
                     // prompt) have different widths; 1.2e-5 seen on the Mistral fixture.
                     for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
                         assert!((x - y).abs() <= 3e-5, "{at}: log-prob {x} vs {y}");
