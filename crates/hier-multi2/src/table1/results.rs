@@ -124,7 +124,8 @@ mod tests {
 
     /// By hand: 5 successes in 100 episodes of one seed. Over seeds there is no interval; over
     /// the episodes (values 0 or 100) the variance is 100/99 · 0.05 · 0.95 · 100² = 479.80, so
-    /// the half-width is 1.96 · √479.80 / √100 = 4.293 (t ≈ 1.96 beyond 30 degrees of freedom).
+    /// the half-width is t₀.₉₇₅(99) · √479.80 / √100 = 1.984217 · 2.19043 = 4.3463 (t from
+    /// `scipy.stats.t.ppf`).
     /// With two seeds the cell keeps the interval over seeds: rates 10 and 0 → 5 ± 12.706 · 5.
     #[test]
     fn one_seed_takes_the_interval_over_episodes_and_says_so() {
@@ -134,7 +135,7 @@ mod tests {
         let (e, over_episodes) = cell.success_interval();
         assert!(over_episodes);
         assert!((e.mean - 5.0).abs() < 1e-12);
-        assert!((e.half_width.unwrap() - 4.2932).abs() < 1e-3, "{e:?}");
+        assert!((e.half_width.unwrap() - 4.3463).abs() < 1e-3, "{e:?}");
 
         let two: Vec<EpisodeResult> = (0..20).map(|i| episode(i % 10, i / 10, i < 1)).collect();
         let cell = Cell::new(Method::Multi2, EnvKind::Textcraft, Split::Id, two);
