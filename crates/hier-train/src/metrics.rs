@@ -13,10 +13,13 @@ const T975: [f64; 30] = [
 
 /// Two-sided 97.5 % quantile of Student's t with `df ≥ 1` degrees of freedom: the table for
 /// 1–30, beyond it the Cornish–Fisher expansion in `1/ν` about the normal quantile
-/// `z = 1.959964` (Abramowitz & Stegun 26.7.5, four terms; within 1e-6 of the exact quantile
-/// from 30 on).
+/// `z = 1.959964` (Abramowitz & Stegun 26.7.5, four terms; within 2e-6 of the exact quantile
+/// from 31 on). No degrees of freedom, no quantile: `NaN`.
 pub fn t975(df: usize) -> f64 {
-    if let Some(&t) = df.checked_sub(1).and_then(|i| T975.get(i)) {
+    if df == 0 {
+        return f64::NAN;
+    }
+    if let Some(&t) = T975.get(df - 1) {
         return t;
     }
     let z = 1.959_963_984_540_054_f64;
@@ -40,8 +43,7 @@ pub fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
 }
 
 /// Mean and 95 % confidence half-width of per-seed values: `t₀.₉₇₅(n−1) · s / √n` with the
-/// sample standard deviation `s` ([`t975`]). One value
-/// has no interval (`None`).
+/// sample standard deviation `s` ([`t975`]). One value has no interval (`None`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
     pub mean: f64,
@@ -444,6 +446,7 @@ mod tests {
                 "t({df}) = {got}, scipy {want}"
             );
         }
+        assert!(t975(0).is_nan());
     }
 
     #[test]
