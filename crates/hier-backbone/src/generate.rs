@@ -274,21 +274,16 @@ impl CausalLm {
             });
         }
         let reused: Vec<usize> = hits.iter().map(|h| h.as_ref().map_or(0, |h| h.0)).collect();
-        prefixes.count_prefilled(
-            prompts
-                .iter()
-                .zip(&reused)
-                .map(|(p, r)| (p.len() - r) as u64)
-                .sum(),
-        );
+        // Each row's prompt tokens still to compute.
+        let new: Vec<usize> = prompts
+            .iter()
+            .zip(&reused)
+            .map(|(p, r)| p.len() - r)
+            .collect();
+        prefixes.count_prefilled(new.iter().map(|&t| t as u64).sum());
         // The batch below pads every row to its longest row's new tokens; a row with many
         // more than the others is prefilled alone first, all but its last token.
         if reuse {
-            let new: Vec<usize> = prompts
-                .iter()
-                .zip(&reused)
-                .map(|(p, r)| p.len() - r)
-                .collect();
             for row in rows_to_prefill_alone(&new) {
                 let (start, mut kv) = hits[row].take().unwrap_or_else(|| (0, self.new_cache(1)));
                 let end = prompts[row].len() - 1;

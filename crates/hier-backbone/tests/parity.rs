@@ -56,6 +56,26 @@ fn rel_err(ours: &[f32], theirs: &[f32]) -> f32 {
         / scale
 }
 
+/// Rows generated two ways must carry the same tokens and log-probabilities within
+/// `tolerance`; `at(row)` names a row in the failure message.
+fn assert_same_generations(
+    got: &[hier_backbone::Generation],
+    want: &[hier_backbone::Generation],
+    tolerance: f32,
+    at: impl Fn(usize) -> String,
+) {
+    for (row, (a, b)) in got.iter().zip(want).enumerate() {
+        assert_eq!(a.tokens, b.tokens, "{}: tokens differ", at(row));
+        for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+            assert!(
+                (x - y).abs() <= tolerance,
+                "{}: log-prob {x} vs {y}",
+                at(row)
+            );
+        }
+    }
+}
+
 fn load(family: &str, with_adapter: bool) -> (CausalLm, Option<hier_backbone::AdapterId>) {
     let device = Device::flex();
     let mut lm = CausalLm::load(&fixture(family).join("model"), &device).unwrap();
@@ -318,16 +338,14 @@ fn an_episode_cache_prefills_only_new_tokens_with_identical_results() {
                     .generate_cached(&requests, &cfg, adapter, None, &mut cache)
                     .unwrap();
                 let fresh = lm.generate(&requests, &cfg, adapter, None).unwrap();
-                for (row, (a, b)) in cached.iter().zip(&fresh).enumerate() {
-                    let at = format!("{family} adapter {with_adapter} step {step} row {row}");
-                    assert_eq!(a.tokens, b.tokens, "{at}: tokens differ from recomputing");
-                    // 3e-5, not 1e-5: rounding follows the batch's padded width, and the
-                    // cached call (a row with many new tokens prefilled alone, the rest as
-                    // short suffixes) and the recomputation (every row padded to the longest
-                    // prompt) have different widths; 1.2e-5 seen on the Mistral fixture.
-                    for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
-                        assert!((x - y).abs() <= 3e-5, "{at}: log-prob {x} vs {y}");
-                    }
+                let at = |row| format!("{family} adapter {with_adapter} step {step} row {row}");
+                // 3e-5, not 1e-5: rounding follows the batch's padded width, and the cached
+                // call (a row with many new tokens prefilled alone, the rest as short
+                // suffixes) and the recomputation (every row padded to the longest prompt)
+                // have different widths; 1.2e-5 seen on the Mistral fixture.
+                assert_same_generations(&cached, &fresh, 3e-5, at);
+                for (row, a) in cached.iter().enumerate() {
+                    let at = at(row);
                     if step > 0 && family != "phi3" {
                         assert!(a.reused_tokens >= 24, "{at}: reused {}", a.reused_tokens);
                     }
@@ -401,15 +419,7 @@ fn a_long_row_is_prefilled_alone_with_identical_results() {
             .generate_cached(&requests(&prompts), &cfg, None, None, &mut cache)
             .unwrap();
         let fresh = lm.generate(&requests(&prompts), &cfg, None, None).unwrap();
-        for (row, (a, b)) in cached.iter().zip(&fresh).enumerate() {
-            assert_eq!(a.tokens, b.tokens, "{family} row {row}: tokens differ");
-            for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
-                assert!(
-                    (x - y).abs() <= 1e-5,
-                    "{family} row {row}: log-prob {x} vs {y}"
-                );
-            }
-        }
+        assert_same_generations(&cached, &fresh, 1e-5, |row| format!("{family} row {row}"));
         assert_eq!(
             cached[3].reused_tokens, 0,
             "{family}: nothing of row 3 was cached"
@@ -620,14 +630,8 @@ fn rows_that_stop_early_leave_the_batch_without_changing_the_others() {
             .generate_cached(&next, &cfg, None, None, &mut cache)
             .unwrap();
         let fresh = lm.generate(&next, &cfg, None, None).unwrap();
-        for (r, (a, b)) in cached.iter().zip(&fresh).enumerate() {
-            assert_eq!(a.tokens, b.tokens, "{family} row {r}");
-            for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
-                assert!(
-                    (x - y).abs() <= 1e-4,
-                    "{family} row {r}: log-prob {x} vs {y}"
-                );
-            }
+        assert_same_generations(&cached, &fresh, 1e-4, |r| format!("{family} row {r}"));
+        for (r, a) in cached.iter().enumerate() {
             if family != "phi3" {
                 assert!(
                     a.reused_tokens >= next[r].prompt.len() - 3,

@@ -165,8 +165,8 @@ impl TextPolicy for BackbonePolicy<'_> {
 
 /// Writes `<dir>/prefill.json`: what the prompts of a stage cost — prompt tokens, those
 /// prefilled, those read from the roles' prefix caches, the positions the prefills computed
-/// (padding included) — with the cache budget and the stage's
-/// wall time, so that runs with and without the cache can be compared.
+/// (padding included) — with the cache budget and the stage's wall time, so that runs with and
+/// without the cache can be compared.
 pub fn write_prefill_report(
     dir: &std::path::Path,
     prefix_cache_mib: usize,
