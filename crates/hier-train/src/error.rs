@@ -109,6 +109,16 @@ pub enum Error {
     /// A figure could not be drawn (the plotting library's message).
     #[error("drawing figures: {0}")]
     Figure(String),
+    /// Another process is running this stage (it holds the stage directory's `LOCK`).
+    #[error(
+        "{}: another process is running this stage (it holds LOCK); wait for it to finish, \
+         or give this run another --out",
+        dir.display()
+    )]
+    StageBusy {
+        /// The stage directory.
+        dir: PathBuf,
+    },
     /// A pipeline stage failed.
     #[error("stage {stage}: {source}")]
     Stage {

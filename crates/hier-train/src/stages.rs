@@ -245,16 +245,40 @@ impl Stages<'_> {
             let limit = self.cfg.memory_limit_mib;
             crate::memory::check_limit(limit, || format!("before stage {name}"))?;
             std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            let lock = lock_stage(&dir)?;
+            // Another process may have finished the stage between the check above and the
+            // lock; its `DONE` stands.
+            if done.exists() {
+                return self.record(name, &dir, true, t);
+            }
             tracing::info!("stage {name}: running in {}", dir.display());
             work(&dir).map_err(|e| e.in_stage(name))?;
             let seconds = t.elapsed().as_secs_f64() + earlier_seconds(&dir)?;
             let stamp = serde_json::json!({"key": key, "seconds": seconds});
             let stamp = serde_json::to_string_pretty(&stamp).expect("serialises");
             hier_backbone::write_atomic(&done, stamp.as_bytes()).map_err(Error::from)?;
+            // A done stage keeps no lock file: whoever opened it before this removal and
+            // takes the lock after it finds `DONE` above.
+            let _ = std::fs::remove_file(dir.join("LOCK"));
+            drop(lock);
             self.ran += 1;
+            self.record(name, &dir, false, t)
         } else {
             tracing::info!("stage {name}: done before ({})", dir.display());
+            self.record(name, &dir, true, t)
         }
+    }
+
+    /// Records the stage in `dir` (done now) and, after one that ran, checks the memory
+    /// limit; returns the directory.
+    fn record<E: StageError>(
+        &mut self,
+        name: &str,
+        dir: &Path,
+        cached: bool,
+        t: Instant,
+    ) -> std::result::Result<PathBuf, E> {
+        let done = dir.join("DONE");
         let ran_seconds = std::fs::read_to_string(&done)
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
@@ -264,7 +288,7 @@ impl Stages<'_> {
             ran_seconds,
             dir: dir
                 .strip_prefix(&self.cfg.out)
-                .unwrap_or(&dir)
+                .unwrap_or(dir)
                 .display()
                 .to_string(),
             cached,
@@ -276,7 +300,7 @@ impl Stages<'_> {
                 format!("after stage {name}")
             })?;
         }
-        Ok(dir)
+        Ok(dir.to_path_buf())
     }
 
     /// The key of a stage that reads `dir` (a done stage): its name.
@@ -284,6 +308,25 @@ impl Stages<'_> {
         dir.file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
+    }
+}
+
+/// Takes the stage directory's `LOCK` (an advisory lock on `<dir>/LOCK`, held while the
+/// returned file is open): two invocations sharing an `--out` may run different stages at
+/// once, never the same one — both would append to one journal or checkpoint. The OS drops
+/// the lock when its process ends, however it ends, so a killed run leaves nothing to clear.
+fn lock_stage(dir: &Path) -> Result<std::fs::File> {
+    let path = dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::StageBusy { dir: dir.into() }),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(&path, e)),
     }
 }
 
@@ -375,6 +418,77 @@ pub fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config(out: &Path) -> RunConfig {
+        RunConfig {
+            out: out.into(),
+            device: hier_backbone::burn::tensor::Device::flex().autodiff(),
+            progress: false,
+            stop_after_stages: None,
+            memory_limit_mib: None,
+            max_nonfinite: 0,
+            prefix_cache_mib: 0,
+        }
+    }
+
+    #[test]
+    fn a_stage_another_process_runs_is_refused_then_reused() {
+        let out = tempfile::tempdir().unwrap();
+        let cfg = config(out.path());
+        let mut st = Stages {
+            cfg: &cfg,
+            records: Vec::new(),
+            ran: 0,
+            planning: None,
+        };
+        let key = serde_json::json!({"k": 1});
+        let dir = st.dir("eval-x", &key);
+        std::fs::create_dir_all(&dir).unwrap();
+        // The other process: an open file description holding the lock (flock locks of two
+        // opens conflict within one process too).
+        let other = std::fs::File::create(dir.join("LOCK")).unwrap();
+        other.lock().unwrap();
+        let mut ran = false;
+        let err = st
+            .run("eval-x", key.clone(), |_| -> Result<()> {
+                ran = true;
+                Ok(())
+            })
+            .unwrap_err();
+        assert!(!ran, "the stage ran beside its owner");
+        assert!(
+            matches!(&err, Error::StageBusy { dir: d } if d == &dir),
+            "{err}"
+        );
+        assert!(err.to_string().contains("another process"), "{err}");
+        // The owner finishes: its DONE stands, and nothing runs again.
+        std::fs::write(dir.join("DONE"), r#"{"seconds": 2.0}"#).unwrap();
+        drop(other);
+        let got = st
+            .run("eval-x", key.clone(), |_| -> Result<()> {
+                ran = true;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(got, dir);
+        assert!(!ran);
+        assert!(st.records()[0].cached);
+        assert_eq!(st.records()[0].ran_seconds, Some(2.0));
+        // A stage that runs here takes the lock, and a done one keeps no lock file.
+        let other_key = serde_json::json!({"k": 2});
+        let dir2 = st
+            .run("eval-y", other_key, |d| -> Result<()> {
+                let f = std::fs::File::open(d.join("LOCK")).unwrap();
+                assert!(matches!(
+                    f.try_lock(),
+                    Err(std::fs::TryLockError::WouldBlock)
+                ));
+                Ok(())
+            })
+            .unwrap();
+        assert!(dir2.join("DONE").exists());
+        assert!(!dir2.join("LOCK").exists());
+    }
 
     #[test]
     fn a_stage_recorded_twice_counts_once() {
