@@ -119,6 +119,25 @@ pub enum Error {
         /// The stage directory.
         dir: PathBuf,
     },
+    /// A done stage was made from an upstream stage's adapter that has since changed (trained
+    /// again, e.g. after its run directory was lost, by other code): reusing it would report
+    /// one adapter's results under another's name.
+    #[error(
+        "{}: made from the adapter of {upstream} with sha256 {recorded}, which now holds \
+         {now}; remove this stage to evaluate the adapter there now, or restore the upstream \
+         stage it was made from",
+        dir.display()
+    )]
+    UpstreamChanged {
+        /// The done stage.
+        dir: PathBuf,
+        /// The upstream stage's directory name.
+        upstream: String,
+        /// The digest recorded when the stage ran.
+        recorded: String,
+        /// The digest of the adapter there now.
+        now: String,
+    },
     /// A pipeline stage failed.
     #[error("stage {stage}: {source}")]
     Stage {

@@ -28,6 +28,7 @@ pub mod runlog;
 pub mod sft;
 pub mod stages;
 pub mod trainer;
+pub mod upstream;
 
 pub use error::{Error, Result, SharedErrors, StageError};
 pub use policy::{BackbonePolicy, Reply, TextPolicy, Trace};

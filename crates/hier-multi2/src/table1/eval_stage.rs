@@ -3,6 +3,7 @@
 
 use hier_train::eval::EpisodeResult;
 use hier_train::stages::read_jsonl;
+use hier_train::upstream;
 
 use super::evaluate::{self, Agent, SplitTasks, evaluate};
 use super::{Ctx, Trained};
@@ -163,6 +164,9 @@ impl Ctx<'_, '_> {
         let (lm, tok, env, d, max_len) = (&*self.lm, self.tok, self.env, self.d, self.max_len());
         let progress = self.cfg.progress;
         let cache_mib = self.cfg.prefix_cache_mib;
+        // What the stage plays, by content: checked below against a done stage's record.
+        let digests =
+            upstream::adapter_digests(&self.st.cfg.out.join("stages"), &trained.upstream)?;
         let dir = self
             .st
             .run(&format!("{stage}-{}", self.env), key, |dir| -> Result<()> {
@@ -198,6 +202,7 @@ impl Ctx<'_, '_> {
                 } else if path.exists() {
                     std::fs::remove_file(&path).map_err(|e| hier_train::Error::io(&path, e))?;
                 }
+                upstream::record(dir, &digests)?;
                 // Every played episode in full (subgoals, actions, observations), to look at.
                 hier_train::runlog::write_jsonl(&dir.join("traces.jsonl"), &traces)?;
                 hier_train::runlog::write_jsonl(&dir.join("episodes.jsonl"), &results)?;
@@ -205,6 +210,34 @@ impl Ctx<'_, '_> {
                 std::fs::remove_file(&journal).map_err(|e| hier_train::Error::io(&journal, e))?;
                 Ok(())
             })?;
+        if upstream::check(&dir, &digests)? == upstream::Checked::Unrecorded {
+            self.warn_if_trained_since(&dir, trained);
+        }
         Ok(read_jsonl(&dir.join("episodes.jsonl"))?)
+    }
+
+    /// A done evaluation written before stages recorded their adapters' digests cannot be
+    /// checked; when one of the stages it played was trained by this invocation it most likely
+    /// played an earlier adapter under the same name (as `docs/results/table1-smollm` found), so
+    /// say so.
+    fn warn_if_trained_since(&self, dir: &std::path::Path, trained: &Trained) {
+        let again: Vec<&str> = (self.st.records().iter())
+            .filter(|r| !r.cached)
+            .filter_map(|r| {
+                trained
+                    .upstream
+                    .iter()
+                    .find(|u| r.dir.ends_with(u.as_str()))
+            })
+            .map(String::as_str)
+            .collect();
+        if !again.is_empty() {
+            eprintln!(
+                "warning: {} predates adapter digests and was made before {} trained in this \
+                 run: its episodes may be another adapter's; remove it to evaluate these",
+                dir.display(),
+                again.join(", ")
+            );
+        }
     }
 }
