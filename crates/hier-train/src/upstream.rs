@@ -16,9 +16,12 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::stages::{read_json, write_json};
 
-/// The record a stage writes in its directory: upstream stage directory → sha256 (hex) of its
-/// adapter weights.
+/// Upstream stage directory name → sha256 (hex) of its adapter weights.
+pub type Digests = BTreeMap<String, String>;
+
+/// The file in which a stage records its upstream [`Digests`].
 pub const UPSTREAM_DIGESTS: &str = "UPSTREAM_DIGESTS.json";
 
 /// The adapter weights of a training stage, relative to its directory.
@@ -26,11 +29,8 @@ pub const ADAPTER_WEIGHTS: &str = "adapter/adapter_model.safetensors";
 
 /// sha256 (hex) of the adapter of every stage in `upstream` (directory names under
 /// `stages_root`) that holds one; stages without an adapter file are left out.
-pub fn adapter_digests(
-    stages_root: &Path,
-    upstream: &[String],
-) -> Result<BTreeMap<String, String>> {
-    let mut out = BTreeMap::new();
+pub fn adapter_digests(stages_root: &Path, upstream: &[String]) -> Result<Digests> {
+    let mut out = Digests::new();
     for name in upstream {
         let path = stages_root.join(name).join(ADAPTER_WEIGHTS);
         match std::fs::read(&path) {
@@ -49,13 +49,11 @@ pub fn adapter_digests(
 }
 
 /// Writes `digests` as `<dir>/`[`UPSTREAM_DIGESTS`] (atomically; nothing when empty).
-pub fn record(dir: &Path, digests: &BTreeMap<String, String>) -> Result<()> {
+pub fn record(dir: &Path, digests: &Digests) -> Result<()> {
     if digests.is_empty() {
         return Ok(());
     }
-    let text = serde_json::to_string_pretty(digests).expect("a map of strings serialises");
-    hier_backbone::write_atomic(&dir.join(UPSTREAM_DIGESTS), text.as_bytes())?;
-    Ok(())
+    write_json(&dir.join(UPSTREAM_DIGESTS), digests)
 }
 
 /// What [`check`] found for a done stage.
@@ -71,19 +69,14 @@ pub enum Checked {
 /// Compares the record in the done stage `dir` with `now` ([`adapter_digests`] of its upstream
 /// stages as they are): [`Error::UpstreamChanged`] for the first upstream adapter whose digest
 /// differs from the one recorded.
-pub fn check(dir: &Path, now: &BTreeMap<String, String>) -> Result<Checked> {
-    let path = dir.join(UPSTREAM_DIGESTS);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Checked::Unrecorded),
-        Err(e) => return Err(Error::io(&path, e)),
+pub fn check(dir: &Path, now: &Digests) -> Result<Checked> {
+    let recorded: Digests = match read_json(&dir.join(UPSTREAM_DIGESTS)) {
+        Ok(r) => r,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Checked::Unrecorded);
+        }
+        Err(e) => return Err(e),
     };
-    let recorded: BTreeMap<String, String> =
-        serde_json::from_str(&text).map_err(|source| Error::Json {
-            path: path.clone(),
-            line: None,
-            source,
-        })?;
     for (name, was) in &recorded {
         if let Some(is) = now.get(name)
             && is != was
