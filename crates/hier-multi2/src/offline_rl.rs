@@ -22,7 +22,7 @@ use std::path::Path;
 
 use hier_backbone::{CausalLm, GenerationRequest, LoraConfig, SamplingConfig, TargetModule};
 use hier_rl_losses::{
-    Multi2Objectives, OfflineActorConfig, Reduction, Variant, offline_actor_loss,
+    AnchorBaseline, Multi2Objectives, OfflineActorConfig, Reduction, Variant, offline_actor_loss,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -62,6 +62,11 @@ pub struct OfflineRlConfig {
     pub w_max: f32,
     pub normalise: bool,
     pub lambda: f32,
+    /// Baseline of the policy-anchored term's score-function estimator: `none` (the plain
+    /// estimator, the default) or `leave-one-out` over the batch's samples. Left out of the
+    /// serialised config when `none`, so the keys of stages trained before it existed hold.
+    #[serde(default, skip_serializing_if = "is_plain_estimator")]
+    pub anchor_baseline: AnchorBaseline,
     /// Mean (the paper) or sum of the action's token log-probs.
     pub sum_logprobs: bool,
     /// Decoding of the policy samples.
@@ -106,6 +111,7 @@ impl OfflineRlConfig {
             w_max: actor.w_max,
             normalise: actor.normalise,
             lambda: actor.lambda,
+            anchor_baseline: actor.anchor_baseline,
             sum_logprobs: false,
             sample_temperature: 0.7,
             sample_top_p: 0.9,
@@ -163,6 +169,7 @@ impl OfflineRlConfig {
             w_max: self.w_max,
             normalise: self.normalise,
             lambda: self.lambda,
+            anchor_baseline: self.anchor_baseline,
         }
     }
 
@@ -173,6 +180,10 @@ impl OfflineRlConfig {
             Reduction::Mean
         }
     }
+}
+
+fn is_plain_estimator(b: &AnchorBaseline) -> bool {
+    *b == AnchorBaseline::None
 }
 
 /// What a finished (or stopped) run reports.

@@ -10,7 +10,7 @@
 //! | [`critic::td_loss`] | `E[(r + γ(1−d)·V̄(o') − Q(o,a))²]` |
 //! | [`critic::expectile_loss`] | `E[\|τ − 1{u<0}\|·u²]`, `u = Q̄ − V` |
 //! | [`polyak::polyak_update`] | `θ̄ ← (1−ρ)θ̄ + ρθ` |
-//! | [`actor::offline_actor_loss`] | `−E_data[w(A)·log π(a)] − λ·E_{a'∼π}[A(o,a')·log π(a')]`, `w = min(e^{βA}, w_max)` |
+//! | [`actor::offline_actor_loss`] | `−E_data[w(A)·log π(a)] − λ·E_{a'∼π}[(A(o,a') − b)·log π(a')]`, `w = min(e^{βA}, w_max)`, `b` an [`actor::AnchorBaseline`] |
 //! | [`actor::online_actor_loss`] | `−E_B[min(e^{A/α}, w_max)·log π_on(a)] + η·KL(π_on‖π_off)` |
 //! | [`kl::KlAnchor`] | exact `Σ_v p_on(log p_on − log p_off)`, or k1 / k3 sample estimates |
 //! | [`variants::Variant`] | `multi2`, `vanilla-iql` (λ=0), `vanilla-awac` (η=0), `released-code` |
@@ -32,7 +32,8 @@ pub mod variants;
 
 pub use action::{Reduction, action_logprobs, gather_at};
 pub use actor::{
-    OfflineActorConfig, OnlineActorConfig, advantage_weights, offline_actor_loss, online_actor_loss,
+    AnchorBaseline, OfflineActorConfig, OnlineActorConfig, advantage_weights, offline_actor_loss,
+    online_actor_loss,
 };
 pub use critic::{expectile_loss, sarsa_loss, td_loss, trajectory_mean_advantage};
 pub use error::{LossError, Result};

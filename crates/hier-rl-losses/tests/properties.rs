@@ -229,6 +229,66 @@ fn anchor_gradient_raises_positive_advantage_samples() {
     );
 }
 
+/// `∂L/∂log π(a'_i) = −λ·m_i·(A_i − b_i) / Σm` with `b_i` the mean of the other samples'
+/// advantages, computed by hand for each case.
+#[test]
+fn leave_one_out_baseline_centres_the_anchor_estimator() {
+    let d = Device::flex().autodiff();
+    let cfg = OfflineActorConfig {
+        anchor_baseline: AnchorBaseline::LeaveOneOut,
+        ..Default::default()
+    };
+    let grad = |adv: &[f32], mask: &[f32]| {
+        let lp_pi = v1(&vec![-2.0; adv.len()], &d).require_grad();
+        let out = offline_actor_loss(
+            v1(&[-1.0], &d),
+            v1(&[0.0], &d),
+            v1(&[1.0], &d),
+            Some((lp_pi.clone(), v1(adv, &d), v1(mask, &d))),
+            &cfg,
+        )
+        .unwrap();
+        host(lp_pi.grad(&out.loss.backward()).unwrap())
+    };
+    let close = |got: Vec<f32>, want: &[f32]| {
+        assert!(
+            got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-5),
+            "{got:?} != {want:?}"
+        );
+    };
+    // b = [−0.4, 0.1, 0.0]: A − b = [0.9, −0.6, −0.3]; × −7/3.
+    close(grad(&[0.5, -0.5, -0.3], &[1.0; 3]), &[-2.1, 1.4, 0.7]);
+    // All advantages negative (the critic's view of the policy's own samples): the plain
+    // estimator pushes every sample down, the baseline raises the best and lowers the worst.
+    // b = [−0.95, −0.9, −0.85]: A − b = [0.15, 0, −0.15].
+    close(grad(&[-0.8, -0.9, -1.0], &[1.0; 3]), &[-0.35, 0.0, 0.35]);
+    // A masked-out sample neither gets a gradient nor enters the others' baseline:
+    // b = [−0.5, 0.5]: A − b = [1, −1]; × −7/2.
+    close(grad(&[0.5, -0.5, 9.0], &[1.0, 1.0, 0.0]), &[-3.5, 3.5, 0.0]);
+    // A non-finite advantage is dropped the same way.
+    close(grad(&[0.5, -0.5, f32::NAN], &[1.0; 3]), &[-3.5, 3.5, 0.0]);
+    // One sample: no others, b = 0, the plain estimator's −λ·A.
+    close(grad(&[-0.5], &[1.0]), &[3.5]);
+    // The default is the plain estimator: −7/3·A.
+    let lp_pi = v1(&[-2.0; 3], &d).require_grad();
+    let out = offline_actor_loss(
+        v1(&[-1.0], &d),
+        v1(&[0.0], &d),
+        v1(&[1.0], &d),
+        Some((
+            lp_pi.clone(),
+            v1(&[-0.3, -0.6, -0.9], &d),
+            v1(&[1.0; 3], &d),
+        )),
+        &OfflineActorConfig::default(),
+    )
+    .unwrap();
+    close(
+        host(lp_pi.grad(&out.loss.backward()).unwrap()),
+        &[0.7, 1.4, 2.1],
+    );
+}
+
 #[test]
 fn expectile_weights_asymmetrically() {
     let d = Device::flex();

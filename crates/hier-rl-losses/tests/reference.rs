@@ -134,6 +134,7 @@ fn offline_actor_matches_with_and_without_normalisation() {
             w_max: 20.0,
             normalise: norm,
             lambda: 7.0,
+            ..Default::default()
         };
         let out = offline_actor_loss(
             lp.clone(),

@@ -224,11 +224,10 @@ pub struct SteeringProfile {
 }
 
 impl SteeringProfile {
+    /// Reads and checks the profile at `path`, following `extends` ([`hier_train::profile_toml`]).
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let profile_error = |msg: String| Error::profile(path, msg);
-        let p: Self = toml::from_str(&text).map_err(|e| profile_error(e.to_string()))?;
-        p.check().map_err(|e| profile_error(e.to_string()))?;
+        let p: Self = hier_train::profile_toml::read_profile(path)?;
+        p.check().map_err(|e| Error::profile(path, e.to_string()))?;
         Ok(p)
     }
 

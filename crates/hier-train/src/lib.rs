@@ -6,7 +6,7 @@
 //! one trainer skeleton ([`trainer`]: config pinning, resumable
 //! checkpoints, metrics, progress, a per-step hook) with its bookkeeping ([`runlog`], [`optim`]), token batches
 //! ([`batching`]), cached resumable pipeline stages ([`stages`]) with a journal for work that
-//! resumes piece by piece ([`journal`]), evaluation arithmetic
+//! resumes piece by piece ([`journal`]), profiles that extend another ([`profile_toml`]), evaluation arithmetic
 //! ([`eval`], [`metrics`]) and chart primitives ([`charts`]). One error type, [`Error`].
 //!
 //! `hier-multi2` (Multi² and its baselines, Table 1) and `hier-steering` (the steering agent)
@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod optim;
 pub mod policy;
 pub mod pretrain;
+pub mod profile_toml;
 pub mod prompt;
 pub mod runlog;
 pub mod sft;

@@ -814,4 +814,31 @@ mod tests {
             "{err}"
         );
     }
+
+    /// The committed result profiles load; `probe10-loo` (which `extends` probe10) is probe10
+    /// with its name and the anchor's baseline changed, nothing else — so every other stage key
+    /// of the probe holds, and probe10 itself keeps the plain estimator it was run with.
+    #[test]
+    fn result_profiles_load_and_an_extending_one_changes_only_its_keys() {
+        use hier_rl_losses::AnchorBaseline;
+        let results =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/results/table1-smollm");
+        let mut found = 0;
+        for entry in std::fs::read_dir(&results).unwrap() {
+            let path = entry.unwrap().path();
+            if path.to_string_lossy().ends_with(".profile.toml") {
+                Profile::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                found += 1;
+            }
+        }
+        assert!(found >= 4, "{found} result profiles");
+        let base = Profile::from_file(&results.join("probe10.profile.toml")).unwrap();
+        let loo = Profile::from_file(&results.join("probe10-loo.profile.toml")).unwrap();
+        assert_eq!(base.offline.anchor_baseline, AnchorBaseline::None);
+        assert_eq!(loo.offline.anchor_baseline, AnchorBaseline::LeaveOneOut);
+        let mut same = loo.clone();
+        same.name = base.name.clone();
+        same.offline.anchor_baseline = AnchorBaseline::None;
+        assert_eq!(same, base);
+    }
 }
