@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SharedErrors as _};
 
 /// The key naming the base profile.
 pub const EXTENDS: &str = "extends";
@@ -27,12 +27,12 @@ pub fn read_profile<T: DeserializeOwned>(path: &Path) -> Result<T> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let top: toml::Table = parse(path, &text)?;
     if !top.contains_key(EXTENDS) {
-        return toml::from_str(&text).map_err(|e| config(path, e.to_string()));
+        return toml::from_str(&text).map_err(|e| Error::profile(path, e.to_string()));
     }
     let mut chain = vec![canonical(path)?];
     let merged = resolve(path, top, &mut chain)?;
     T::deserialize(merged).map_err(|e| {
-        config(
+        Error::profile(
             path,
             format!(
                 "{} (in the profile merged from {})",
@@ -54,7 +54,7 @@ fn resolve(path: &Path, mut top: toml::Table, chain: &mut Vec<PathBuf>) -> Resul
         return Ok(top);
     };
     let toml::Value::String(rel) = extends else {
-        return Err(config(
+        return Err(Error::profile(
             path,
             format!(
                 "`{EXTENDS}` must be a path (a string), found a {}",
@@ -64,13 +64,13 @@ fn resolve(path: &Path, mut top: toml::Table, chain: &mut Vec<PathBuf>) -> Resul
     };
     let base_path = path.parent().unwrap_or(Path::new(".")).join(&rel);
     let base_canonical = base_path.canonicalize().map_err(|e| {
-        config(
+        Error::profile(
             path,
             format!("`{EXTENDS} = {rel:?}`: {}: {e}", base_path.display()),
         )
     })?;
     if chain.contains(&base_canonical) {
-        return Err(config(
+        return Err(Error::profile(
             path,
             format!(
                 "`{EXTENDS} = {rel:?}` closes a cycle ({} is already in the chain)",
@@ -99,18 +99,11 @@ pub fn overlay(base: &mut toml::Table, top: toml::Table) {
 }
 
 fn parse(path: &Path, text: &str) -> Result<toml::Table> {
-    toml::from_str(text).map_err(|e| config(path, e.to_string()))
+    toml::from_str(text).map_err(|e| Error::profile(path, e.to_string()))
 }
 
 fn canonical(path: &Path) -> Result<PathBuf> {
     path.canonicalize().map_err(|e| Error::io(path, e))
-}
-
-fn config(path: &Path, msg: String) -> Error {
-    Error::Config {
-        path: path.to_path_buf(),
-        msg,
-    }
 }
 
 #[cfg(test)]
