@@ -146,6 +146,9 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
         .flat_map(|a| profile.envs.iter().zip(&data).map(move |x| (a, x)))
     {
         let data_key = Stages::upstream(&data_dirs[env_name]);
+        // This environment's view of the profile (its step cap): every stage below is keyed by it.
+        let env_profile = profile.for_env(*env_name);
+        let profile = &env_profile;
         let eval_tasks: Vec<SplitTasks> = read_json(&task_dirs[env_name].join("tasks.json"))?;
         let base =
             serde_json::json!({"backbone": backbone_key, "data": data_key, "max_len": max_len});
@@ -721,6 +724,48 @@ mod tests {
         bad.eval.subset_of = Some(3);
         let err = bad.check().unwrap_err().to_string();
         assert!(err.contains("eval.subset_of"), "{err}");
+    }
+
+    /// `max_steps_per_env` caps the rollouts of its environments only: the others' view of
+    /// the profile (which keys their stages) is the profile without the map, unchanged.
+    #[test]
+    fn a_step_cap_per_environment_changes_only_that_environments_rollouts() {
+        let p = Profile::from_file(&configs().join("smollm.toml")).unwrap();
+        assert_eq!(
+            p.max_steps_per_env.get(&EnvKind::Scienceworld),
+            Some(&120),
+            "smollm lets ScienceWorld's tasks run to ETO's limits (up to 120)"
+        );
+        let plain = Profile {
+            max_steps_per_env: BTreeMap::new(),
+            ..p.clone()
+        };
+        for env in [EnvKind::Textcraft, EnvKind::Alfworld] {
+            assert_eq!(p.for_env(env), plain, "{env}");
+            assert_eq!(p.for_env(env).eval.rollout.max_steps, 40);
+        }
+        let sw = p.for_env(EnvKind::Scienceworld);
+        let rollouts = [
+            &sw.eval.rollout,
+            &sw.online.rollout,
+            &sw.grpo.rollout,
+            &sw.glider_online.rollout,
+        ];
+        assert!(rollouts.iter().all(|r| r.max_steps == 120), "{rollouts:?}");
+        assert!(sw.max_steps_per_env.is_empty());
+        let mut back = sw.clone();
+        back.eval.rollout.max_steps = 40;
+        back.online.rollout.max_steps = 40;
+        back.grpo.rollout.max_steps = 40;
+        back.glider_online.rollout.max_steps = 40;
+        assert_eq!(back, plain, "only max_steps differs");
+        // Serialised without the map when it is empty (stage keys and resolved profiles).
+        let json = serde_json::to_value(&plain).unwrap();
+        assert!(json.get("max_steps_per_env").is_none(), "{json}");
+        let mut zero = p.clone();
+        zero.max_steps_per_env.insert(EnvKind::Alfworld, 0);
+        let err = zero.check().unwrap_err().to_string();
+        assert!(err.contains("max_steps_per_env.alfworld = 0"), "{err}");
     }
 
     /// An evaluation of three seeds is three stages of one seed each, each with the settings

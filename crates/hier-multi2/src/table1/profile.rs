@@ -2,6 +2,7 @@
 //! backbone, data, every trainer's settings, evaluation and the ablations. Unknown keys are
 //! errors naming the file.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -61,6 +62,15 @@ pub struct Profile {
     pub envs: Vec<EnvKind>,
     /// Which of Table 1's methods run.
     pub methods: Vec<Method>,
+    /// Episode step caps per environment, replacing `max_steps` of every rollout there
+    /// (evaluation, online RL, GRPO, Glider's online phase; the prompted agents' turns).
+    /// ScienceWorld's episodes end at ETO's per-task limits (15–120 steps, enforced by the
+    /// environment), so `scienceworld = 120` lets every task run to its own limit where one
+    /// cap of 40 would cut the long tasks short. Resolved per environment
+    /// ([`Profile::for_env`]) before any stage is keyed: an environment without an entry keeps
+    /// its keys.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub max_steps_per_env: BTreeMap<EnvKind, usize>,
     pub backbone: BackboneSpec,
     pub data: DataSpec,
     pub sft: SftSpec,
@@ -256,9 +266,33 @@ impl Profile {
         Ok(p)
     }
 
+    /// The profile as `env`'s stages see it: its rollouts capped at `max_steps_per_env[env]`
+    /// where there is an entry, and the map itself emptied, so that no stage key depends on
+    /// another environment's cap.
+    pub fn for_env(&self, env: EnvKind) -> Profile {
+        let mut p = self.clone();
+        if let Some(&cap) = self.max_steps_per_env.get(&env) {
+            for rollout in [
+                &mut p.eval.rollout,
+                &mut p.online.rollout,
+                &mut p.grpo.rollout,
+                &mut p.glider_online.rollout,
+            ] {
+                rollout.max_steps = cap;
+            }
+        }
+        p.max_steps_per_env.clear();
+        p
+    }
+
     pub fn check(&self) -> Result<()> {
         if self.envs.is_empty() || self.methods.is_empty() {
             return Err(Error::invalid("no environments or no methods".into()));
+        }
+        if let Some((env, _)) = self.max_steps_per_env.iter().find(|&(_, &cap)| cap == 0) {
+            return Err(Error::invalid(format!(
+                "max_steps_per_env.{env} = 0: an episode needs at least one step"
+            )));
         }
         if self.eval.seeds.is_empty() || self.eval.parallel == 0 || self.eval.tasks_per_split == 0 {
             return Err(Error::invalid(
