@@ -862,7 +862,8 @@ mod tests {
 
     /// The committed result profiles load; `probe10-loo` (which `extends` probe10) is probe10
     /// with its name and the anchor's baseline changed, nothing else — so every other stage key
-    /// of the probe holds, and probe10 itself keeps the plain estimator it was run with.
+    /// of the probe holds, and probe10 itself keeps the plain estimator it was run with; and
+    /// `loo-norm` is the smollm profile on ALFWorld.
     #[test]
     fn result_profiles_load_and_an_extending_one_changes_only_its_keys() {
         use hier_rl_losses::AnchorBaseline;
@@ -885,5 +886,12 @@ mod tests {
         same.name = base.name.clone();
         same.offline.anchor_baseline = AnchorBaseline::None;
         assert_eq!(same, base);
+        // `loo-norm` is smollm's ALFWorld column as smollm now sets it (the leave-one-out
+        // baseline, normalised weights): its committed evaluation stages are smollm's.
+        let smollm = Profile::from_file(&configs().join("smollm.toml")).unwrap();
+        let loo_norm = Profile::from_file(&results.join("loo-norm.profile.toml")).unwrap();
+        let mut alfworld = loo_norm.for_env(EnvKind::Alfworld);
+        alfworld.name = smollm.name.clone();
+        assert_eq!(alfworld, smollm.for_env(EnvKind::Alfworld));
     }
 }
