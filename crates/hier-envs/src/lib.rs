@@ -172,6 +172,14 @@ pub trait Env: Send {
     fn task_kind(&self, _description: &str) -> Option<&'static str> {
         None
     }
+    /// The benchmark protocol's limit on the agent's actions in an episode of `task`, counting
+    /// every action sent, valid or not; `None` where the protocol has no per-task limit.
+    /// ScienceWorld's is ETO's per-task limit (15–120). It differs from the environment's own
+    /// end of an episode, which counts the simulator's moves, and an action it does not
+    /// understand is no move: an agent repeating one never reaches it.
+    fn turn_limit(&self, _task: &Task) -> Option<usize> {
+        None
+    }
 }
 
 /// Steps `envs[i]` with `actions[i]` for every `i` in parallel, one scoped thread per

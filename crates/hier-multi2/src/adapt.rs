@@ -18,6 +18,7 @@
 
 use hier_envs::{Env, Task, step_all};
 
+use crate::agent::RolloutConfig;
 use crate::error::Result;
 use crate::react::{Prompter, Step, Turn, parse_turn, start_episodes};
 use hier_train::policy::{TextPolicy, Trace};
@@ -165,21 +166,21 @@ fn plan_prompt(
     prompter.chat(text)
 }
 
-/// Plays `tasks[i]` on `envs[i]` with ADaPT, all in lock step, at most `max_steps`
-/// environment steps per episode.
+/// Plays `tasks[i]` on `envs[i]` with ADaPT, all in lock step, at most
+/// [`RolloutConfig::episode_limit`] environment steps per episode.
 pub fn rollout_adapt(
     envs: &mut [Box<dyn Env>],
     tasks: &[Task],
     policy: &mut dyn TextPolicy,
     prompter: &Prompter<'_>,
-    max_steps: usize,
+    rollout: &RolloutConfig,
     origin: &str,
 ) -> Result<Vec<Trace>> {
     let (max_depth, budget) = (
         prompter.spec.adapt_max_depth,
         prompter.spec.adapt_executor_turns.max(1),
     );
-    let mut live: Vec<Live> = start_episodes(envs, tasks, origin)?
+    let mut live: Vec<Live> = start_episodes(envs, tasks, rollout, origin)?
         .into_iter()
         .map(|ep| {
             let root = execute(ep.trace.episode.task.clone(), 0, ep.first_obs());
@@ -291,15 +292,15 @@ pub fn rollout_adapt(
                     observation: s.observation.clone(),
                 });
             }
-            l.ep.record_step(line, s, max_steps);
+            l.ep.record_step(line, s);
         }
-        // Attempts out of turns fail; every episode is bounded by 2 × max_steps turns too.
+        // Attempts out of turns fail; every episode is bounded by twice its step limit in turns.
         for &i in &acting {
             let l = &mut live[i];
             if l.ep.finished {
                 continue;
             }
-            if l.ep.turns >= 2 * max_steps {
+            if l.ep.turns >= 2 * l.ep.limit {
                 l.ep.finished = true;
                 continue;
             }

@@ -37,6 +37,11 @@ pub struct RolloutConfig {
     pub max_steps: usize,
     /// Steps one subgoal may take before System 1 is asked again.
     pub subgoal_budget: usize,
+    /// End each episode at the environment's per-task limit on actions as well
+    /// ([`Env::turn_limit`]; ScienceWorld: ETO's 15–120, every action counted). Off by default,
+    /// and then left out of serialised configs (stage keys).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub task_turn_limits: bool,
 }
 
 impl Default for RolloutConfig {
@@ -44,6 +49,26 @@ impl Default for RolloutConfig {
         Self {
             max_steps: 50,
             subgoal_budget: 10,
+            task_turn_limits: false,
+        }
+    }
+}
+
+impl RolloutConfig {
+    /// The default settings with at most `max_steps` actions per episode.
+    pub fn with_max_steps(max_steps: usize) -> Self {
+        Self {
+            max_steps,
+            ..Self::default()
+        }
+    }
+
+    /// Actions an episode of `task` on `env` may take: `max_steps`, or the environment's
+    /// per-task limit where that is lower and [`task_turn_limits`](Self::task_turn_limits) is on.
+    pub fn episode_limit(&self, env: &dyn Env, task: &Task) -> usize {
+        match env.turn_limit(task).filter(|_| self.task_turn_limits) {
+            Some(limit) => limit.min(self.max_steps),
+            None => self.max_steps,
         }
     }
 }
@@ -57,6 +82,8 @@ struct Live {
     current: Vec<String>,
     previous: Vec<String>,
     finished: bool,
+    /// Actions this episode may take ([`RolloutConfig::episode_limit`]).
+    limit: usize,
 }
 
 /// Plays `tasks[i]` on `envs[i]` with the two roles, all episodes in lock step.
@@ -81,6 +108,7 @@ pub fn rollout(
             .reset(task)
             .map_err(|e| hier_train::Error::env(format!("reset {task}"), e))?;
         live.push(Live {
+            limit: cfg.episode_limit(env.as_ref(), task),
             trace: Trace::start(env.name(), task, r, origin),
             subtask: None,
             current: Vec::new(),
@@ -162,7 +190,7 @@ pub fn rollout(
             l.trace.flags.push(flags[i]);
             l.current.push(a);
             let n = l.trace.episode.actions.len();
-            if s.done || n >= cfg.max_steps {
+            if s.done || n >= l.limit {
                 l.finished = true;
                 l.trace.episode.done = s.done;
                 l.trace.episode.success = s.done && s.score >= 1.0;

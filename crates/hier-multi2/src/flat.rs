@@ -27,10 +27,12 @@ pub fn rollout_flat(
         )));
     }
     let mut traces = Vec::with_capacity(envs.len());
+    let mut limits = Vec::with_capacity(envs.len());
     for (env, task) in envs.iter_mut().zip(tasks) {
         let r = env
             .reset(task)
             .map_err(|e| hier_train::Error::env(format!("reset {task}"), e))?;
+        limits.push(cfg.episode_limit(env.as_ref(), task));
         traces.push(Trace::start(env.name(), task, r, origin));
     }
     let mut finished = vec![false; traces.len()];
@@ -71,7 +73,7 @@ pub fn rollout_flat(
             ep.rewards.push(s.reward);
             ep.scores.push(s.score);
             t.flags.push(false);
-            if s.done || ep.actions.len() >= cfg.max_steps {
+            if s.done || ep.actions.len() >= limits[i] {
                 finished[i] = true;
                 ep.done = s.done;
                 ep.success = s.done && s.score >= 1.0;

@@ -29,6 +29,7 @@ use hier_data::schema::{FlatTrajectory, Sys2Transition};
 use hier_envs::{Env, Task, step_all};
 use serde::{Deserialize, Serialize};
 
+use crate::agent::RolloutConfig;
 use crate::error::{Error, Result};
 use hier_train::SharedErrors as _;
 use hier_train::policy::{Reply, TextPolicy, Trace};
@@ -384,6 +385,9 @@ pub struct PromptedEpisode {
     pub steps: Vec<Step>,
     pub turns: usize,
     pub finished: bool,
+    /// Environment steps (and ReAct turns) the episode may take
+    /// ([`RolloutConfig::episode_limit`]).
+    pub limit: usize,
 }
 
 impl PromptedEpisode {
@@ -398,8 +402,9 @@ impl PromptedEpisode {
         self.trace.sys2_calls += 1;
     }
 
-    /// Records a step of the environment; returns whether the episode ended.
-    pub fn record_step(&mut self, line: String, s: hier_envs::Step, max_steps: usize) -> bool {
+    /// Records a step of the environment; returns whether the episode ended (the
+    /// environment's end, or its [`limit`](Self::limit) of steps).
+    pub fn record_step(&mut self, line: String, s: hier_envs::Step) -> bool {
         let ep = &mut self.trace.episode;
         ep.actions.push(line.clone());
         ep.observations.push(s.observation.clone());
@@ -410,7 +415,7 @@ impl PromptedEpisode {
             line,
             observation: s.observation,
         });
-        if s.done || ep.actions.len() >= max_steps {
+        if s.done || ep.actions.len() >= self.limit {
             ep.done = s.done;
             ep.success = s.done && s.score >= 1.0;
             self.finished = true;
@@ -429,10 +434,11 @@ impl PromptedEpisode {
     }
 }
 
-/// Resets `envs[i]` to `tasks[i]`.
+/// Resets `envs[i]` to `tasks[i]`, each episode limited by `rollout`.
 pub fn start_episodes(
     envs: &mut [Box<dyn Env>],
     tasks: &[Task],
+    rollout: &RolloutConfig,
     origin: &str,
 ) -> Result<Vec<PromptedEpisode>> {
     if envs.len() != tasks.len() {
@@ -450,6 +456,7 @@ pub fn start_episodes(
                 .map_err(|e| hier_train::Error::env(format!("reset {task}"), e))?;
             let kind = env.task_kind(&r.description);
             Ok(PromptedEpisode {
+                limit: rollout.episode_limit(env.as_ref(), task),
                 kind,
                 trace: Trace::start(env.name(), task, r, origin),
                 steps: Vec::new(),
@@ -460,19 +467,19 @@ pub fn start_episodes(
         .collect()
 }
 
-/// Plays `tasks[i]` on `envs[i]` with ReAct, all in lock step: at most `max_steps`
-/// environment steps and as many turns. `memory[i]` (Reflexion's reflections) is shown in
-/// episode `i`'s prompts.
+/// Plays `tasks[i]` on `envs[i]` with ReAct, all in lock step: at most
+/// [`RolloutConfig::episode_limit`] environment steps and as many turns. `memory[i]`
+/// (Reflexion's reflections) is shown in episode `i`'s prompts.
 pub fn rollout_react(
     envs: &mut [Box<dyn Env>],
     tasks: &[Task],
     policy: &mut dyn TextPolicy,
     prompter: &Prompter<'_>,
     memory: &[Vec<String>],
-    max_steps: usize,
+    rollout: &RolloutConfig,
     origin: &str,
 ) -> Result<Vec<PromptedEpisode>> {
-    let mut eps = start_episodes(envs, tasks, origin)?;
+    let mut eps = start_episodes(envs, tasks, rollout, origin)?;
     loop {
         let active: Vec<usize> = (0..eps.len()).filter(|&i| !eps[i].finished).collect();
         if active.is_empty() {
@@ -506,7 +513,7 @@ pub fn rollout_react(
                     actions[i] = Some(line.strip_prefix('>').unwrap_or(line).trim().to_owned());
                 }
             }
-            if actions[i].is_none() && e.turns >= max_steps {
+            if actions[i].is_none() && e.turns >= e.limit {
                 e.finished = true;
             }
         }
@@ -518,8 +525,8 @@ pub fn rollout_react(
                 hier_train::Error::env(format!("{}: step", e.trace.episode.source), err)
             })?;
             let line = actions[i].take().expect("stepped");
-            e.record_step(line, s, max_steps);
-            if e.turns >= max_steps {
+            e.record_step(line, s);
+            if e.turns >= e.limit {
                 e.finished = true;
             }
         }

@@ -8,6 +8,7 @@
 
 use hier_envs::{Env, Task};
 
+use crate::agent::RolloutConfig;
 use crate::error::{Error, Result};
 use crate::react::{Prompter, rollout_react};
 use hier_train::SharedErrors as _;
@@ -38,7 +39,7 @@ pub fn run_reflexion(
     tasks: &[Task],
     policy: &mut dyn TextPolicy,
     prompter: &Prompter<'_>,
-    max_steps: usize,
+    rollout: &RolloutConfig,
     origin: &str,
 ) -> Result<Vec<ReflexionRun>> {
     let (trials, keep) = (
@@ -76,7 +77,7 @@ pub fn run_reflexion(
                 policy,
                 prompter,
                 &memory,
-                max_steps,
+                rollout,
                 origin,
             )?;
             // Reflect on the failures, in one batched call.

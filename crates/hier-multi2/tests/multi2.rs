@@ -75,6 +75,7 @@ fn replay_expert(mut make: impl FnMut() -> Box<dyn Env>, tasks: &[Task], segment
     let cfg = RolloutConfig {
         max_steps: 100,
         subgoal_budget: 100,
+        ..RolloutConfig::default()
     };
     let traces = rollout(&mut envs, tasks, &mut planner, &mut executor, &cfg, "table").unwrap();
     assert_eq!((planner.misses, executor.misses), (0, 0));
@@ -138,6 +139,7 @@ fn the_subgoal_budget_calls_the_planner_again() {
     let cfg = RolloutConfig {
         max_steps: 7,
         subgoal_budget: 3,
+        ..RolloutConfig::default()
     };
     let traces = rollout(&mut envs, &[task], &mut planner, &mut executor, &cfg, "t").unwrap();
     let t = &traces[0];

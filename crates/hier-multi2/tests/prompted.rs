@@ -8,6 +8,7 @@ use hier_backbone::{ChatTemplate, Message, Tokenizer};
 use hier_envs::textcraft::TextCraft;
 use hier_envs::{Env, Split, Task};
 use hier_multi2::adapt::rollout_adapt;
+use hier_multi2::agent::RolloutConfig;
 use hier_multi2::react::{Demo, PromptedSpec, Prompter, Step, rollout_react};
 use hier_multi2::reflexion::run_reflexion;
 use hier_train::policy::{Reply, TextPolicy};
@@ -183,7 +184,16 @@ fn react_plays_the_expert_through_thoughts_and_actions() {
     let spec = spec();
     let prompter = prompter(&tok, &spec);
     let mut model = Scripted::new(gold.clone(), false, None);
-    let eps = rollout_react(&mut envs, &tasks, &mut model, &prompter, &[], 40, "test").unwrap();
+    let eps = rollout_react(
+        &mut envs,
+        &tasks,
+        &mut model,
+        &prompter,
+        &[],
+        &RolloutConfig::with_max_steps(40),
+        "test",
+    )
+    .unwrap();
     for (e, (_, g)) in eps.iter().zip(&gold) {
         assert!(e.trace.episode.success, "{:?}", e.trace.episode.actions);
         assert_eq!(&e.trace.episode.actions, g);
@@ -209,7 +219,16 @@ fn react_plays_the_expert_through_thoughts_and_actions() {
                 .collect())
         }
     }
-    let eps = rollout_react(&mut envs, &tasks, &mut Thinker, &prompter, &[], 5, "test").unwrap();
+    let eps = rollout_react(
+        &mut envs,
+        &tasks,
+        &mut Thinker,
+        &prompter,
+        &[],
+        &RolloutConfig::with_max_steps(5),
+        "test",
+    )
+    .unwrap();
     for e in &eps {
         assert!(e.trace.episode.actions.is_empty() && !e.trace.episode.success);
         assert_eq!(e.turns, 5);
@@ -229,7 +248,15 @@ fn reflexion_solves_on_the_trial_after_a_reflection() {
         plan: None,
         prompts: Vec::new(),
     };
-    let runs = run_reflexion(&mut envs, &tasks, &mut model, &prompter, 30, "test").unwrap();
+    let runs = run_reflexion(
+        &mut envs,
+        &tasks,
+        &mut model,
+        &prompter,
+        &RolloutConfig::with_max_steps(30),
+        "test",
+    )
+    .unwrap();
     for r in &runs {
         assert_eq!(r.trials.len(), 2, "stops after the first success");
         assert!(!r.pass_at(1) && r.pass_at(2) && r.pass_at(3));
@@ -264,7 +291,15 @@ fn adapt_decomposes_only_after_the_executor_fails() {
         false,
         Some("Step 1: follow the recipe step by step; Logic: AND"),
     );
-    let traces = rollout_adapt(&mut envs, &tasks, &mut model, &prompter, 40, "test").unwrap();
+    let traces = rollout_adapt(
+        &mut envs,
+        &tasks,
+        &mut model,
+        &prompter,
+        &RolloutConfig::with_max_steps(40),
+        "test",
+    )
+    .unwrap();
     let t = &traces[0];
     assert!(t.episode.success, "{:?}", t.notes);
     assert_eq!(t.episode.actions, gold[0].1);
@@ -301,7 +336,7 @@ fn adapt_decomposes_only_after_the_executor_fails() {
         &tasks,
         &mut GiveUp(&mut model),
         &prompter,
-        40,
+        &RolloutConfig::with_max_steps(40),
         "test",
     )
     .unwrap();
@@ -361,4 +396,93 @@ fn prompts_render_as_transformers_renders_real_chat_templates() {
         assert!(p.ends_with(cue), "{}: {p}", c["name"]);
     }
     assert!(checked >= 3, "only {checked} reference renderings");
+}
+
+/// ETO's protocol ends a ScienceWorld episode after its task's limit of actions, every action
+/// counted: an agent repeating a command the simulator does not understand makes no move, so
+/// the environment alone would let it run to `max_steps`. Every agent's rollout stops at the
+/// limit when `task_turn_limits` is on (`find-plant`: 15), at `max_steps` where that is lower
+/// (`boil`: 100), and at `max_steps` with it off — on the real jar.
+#[test]
+fn every_agent_stops_at_scienceworlds_per_task_action_limit() {
+    use hier_multi2::agent::rollout;
+    use hier_multi2::envs::EnvKind;
+    use hier_multi2::flat::rollout_flat;
+
+    /// Sends one command the simulator does not know, as action, subgoal and ReAct line.
+    struct Babbler;
+    impl TextPolicy for Babbler {
+        fn reply(&mut self, prompts: &[String]) -> hier_train::Result<Vec<Reply>> {
+            Ok(prompts
+                .iter()
+                .map(|_| Reply {
+                    text: "fly to the moon".into(),
+                    prompt_tokens: 1,
+                    generated_tokens: 1,
+                })
+                .collect())
+        }
+    }
+    let mut envs: Vec<Box<dyn Env>> = (0..2)
+        .map(|_| EnvKind::Scienceworld.open().unwrap())
+        .collect();
+    let id = envs[0].tasks(Split::Id).unwrap();
+    let pick = |name: &str| id.iter().find(|t| t.name == name).unwrap().clone();
+    let tasks = [pick("find-plant"), pick("boil")];
+    assert_eq!(
+        tasks
+            .iter()
+            .map(|t| envs[0].turn_limit(t))
+            .collect::<Vec<_>>(),
+        [Some(15), Some(100)],
+        "ETO's limits"
+    );
+    let limited = RolloutConfig {
+        task_turn_limits: true,
+        ..RolloutConfig::with_max_steps(20)
+    };
+    let plain = RolloutConfig::with_max_steps(20);
+    let tok = plain_tokenizer();
+    let spec = spec();
+    let prompter = prompter(&tok, &spec);
+    for cfg in [&limited, &plain] {
+        let want: &[usize] = if cfg.task_turn_limits {
+            &[15, 20]
+        } else {
+            &[20, 20]
+        };
+        let runs = [
+            (
+                "flat",
+                rollout_flat(&mut envs, &tasks, &mut Babbler, cfg, "t").unwrap(),
+            ),
+            (
+                "multi2",
+                rollout(&mut envs, &tasks, &mut Babbler, &mut Babbler, cfg, "t").unwrap(),
+            ),
+            (
+                "react",
+                rollout_react(&mut envs, &tasks, &mut Babbler, &prompter, &[], cfg, "t")
+                    .unwrap()
+                    .into_iter()
+                    .map(|e| e.trace)
+                    .collect(),
+            ),
+            (
+                "adapt",
+                rollout_adapt(&mut envs, &tasks, &mut Babbler, &prompter, cfg, "t").unwrap(),
+            ),
+        ];
+        for (agent, traces) in runs {
+            let lens: Vec<usize> = traces.iter().map(|t| t.episode.actions.len()).collect();
+            assert_eq!(
+                lens, want,
+                "{agent}, task_turn_limits {}",
+                cfg.task_turn_limits
+            );
+            for t in &traces {
+                assert!(!t.episode.done && !t.episode.success, "{agent}");
+            }
+        }
+    }
 }

@@ -519,6 +519,12 @@ impl Env for ScienceWorld {
         Ok(self.splits.tasks(split))
     }
 
+    /// ETO's limit of a protocol task ([`splits::eto_step_limit`]); `None` for the tasks the
+    /// protocol leaves out.
+    fn turn_limit(&self, task: &Task) -> Option<usize> {
+        self.splits.step_limit(&task.name).map(|l| l as usize)
+    }
+
     fn reset(&mut self, task: &Task) -> Result<Reset> {
         if !self.splits.tasks.iter().any(|t| t.name == task.name) {
             let names: Vec<&str> = self.splits.tasks.iter().map(|t| t.name.as_str()).collect();

@@ -287,7 +287,7 @@ fn play_batch(
     prompter: &Prompter<'_>,
     spec: &EvalSpec,
 ) -> Result<(Vec<EpisodeResult>, Vec<Trace>)> {
-    let steps = spec.rollout.max_steps;
+    let steps = &spec.rollout;
     if let Agent::Reflexion = agent {
         let runs = run_reflexion(envs, tasks, exec, prompter, steps, "eval")?;
         let mut results = Vec::new();

@@ -19,7 +19,7 @@ pub mod profile;
 pub mod report;
 pub mod results;
 
-pub use profile::{Ablation, AblationSpec, DataSpec, EvalSpec, Method, Profile};
+pub use profile::{Ablation, AblationSpec, DataSpec, EvalSpec, Method, Profile, RolloutOverride};
 pub use results::{AblationCell, AblationRow, Cell, ablation_rows};
 
 use std::collections::BTreeMap;
@@ -726,46 +726,80 @@ mod tests {
         assert!(err.contains("eval.subset_of"), "{err}");
     }
 
-    /// `max_steps_per_env` caps the rollouts of its environments only: the others' view of
+    /// `rollout_per_env` changes the rollouts of its environments only: the others' view of
     /// the profile (which keys their stages) is the profile without the map, unchanged.
     #[test]
-    fn a_step_cap_per_environment_changes_only_that_environments_rollouts() {
+    fn rollout_settings_per_environment_change_only_that_environments_rollouts() {
         let p = Profile::from_file(&configs().join("smollm.toml")).unwrap();
-        assert_eq!(
-            p.max_steps_per_env.get(&EnvKind::Scienceworld),
-            Some(&120),
-            "smollm lets ScienceWorld's tasks run to ETO's limits (up to 120)"
-        );
         let plain = Profile {
-            max_steps_per_env: BTreeMap::new(),
+            rollout_per_env: BTreeMap::new(),
             ..p.clone()
         };
         for env in [EnvKind::Textcraft, EnvKind::Alfworld] {
             assert_eq!(p.for_env(env), plain, "{env}");
             assert_eq!(p.for_env(env).eval.rollout.max_steps, 40);
         }
+        // smollm plays ScienceWorld's tasks to ETO's limits (up to 120 actions).
         let sw = p.for_env(EnvKind::Scienceworld);
-        let rollouts = [
-            &sw.eval.rollout,
-            &sw.online.rollout,
-            &sw.grpo.rollout,
-            &sw.glider_online.rollout,
+        let mut rollouts = [
+            sw.eval.rollout.clone(),
+            sw.online.rollout.clone(),
+            sw.grpo.rollout.clone(),
+            sw.glider_online.rollout.clone(),
         ];
-        assert!(rollouts.iter().all(|r| r.max_steps == 120), "{rollouts:?}");
-        assert!(sw.max_steps_per_env.is_empty());
-        let mut back = sw.clone();
-        back.eval.rollout.max_steps = 40;
-        back.online.rollout.max_steps = 40;
-        back.grpo.rollout.max_steps = 40;
-        back.glider_online.rollout.max_steps = 40;
-        assert_eq!(back, plain, "only max_steps differs");
-        // Serialised without the map when it is empty (stage keys and resolved profiles).
+        for r in &rollouts {
+            assert_eq!((r.max_steps, r.task_turn_limits), (120, true), "{r:?}");
+        }
+        assert!(sw.rollout_per_env.is_empty());
+        for r in &mut rollouts {
+            (r.max_steps, r.task_turn_limits) = (40, false);
+        }
+        let [eval, online, grpo, glider] = rollouts;
+        let back = Profile {
+            eval: EvalSpec {
+                rollout: eval,
+                ..sw.eval.clone()
+            },
+            online: OnlineRlConfig {
+                rollout: online,
+                ..sw.online.clone()
+            },
+            grpo: GrpoConfig {
+                rollout: grpo,
+                ..sw.grpo.clone()
+            },
+            glider_online: GrpoConfig {
+                rollout: glider,
+                ..sw.glider_online.clone()
+            },
+            ..sw.clone()
+        };
+        assert_eq!(back, plain, "only the rollouts differ");
+        // Serialised without the map when it is empty, and without the flag when off (stage
+        // keys and resolved profiles).
         let json = serde_json::to_value(&plain).unwrap();
-        assert!(json.get("max_steps_per_env").is_none(), "{json}");
+        assert!(json.get("rollout_per_env").is_none(), "{json}");
+        assert!(
+            json["eval"]["rollout"].get("task_turn_limits").is_none(),
+            "{json}"
+        );
+        assert_eq!(
+            serde_json::to_value(&sw.eval.rollout).unwrap()["task_turn_limits"],
+            true
+        );
         let mut zero = p.clone();
-        zero.max_steps_per_env.insert(EnvKind::Alfworld, 0);
+        zero.rollout_per_env.insert(
+            EnvKind::Alfworld,
+            RolloutOverride {
+                max_steps: Some(0),
+                task_turn_limits: None,
+            },
+        );
         let err = zero.check().unwrap_err().to_string();
-        assert!(err.contains("max_steps_per_env.alfworld = 0"), "{err}");
+        assert!(
+            err.contains("rollout_per_env.alfworld.max_steps = 0"),
+            "{err}"
+        );
     }
 
     /// An evaluation of three seeds is three stages of one seed each, each with the settings

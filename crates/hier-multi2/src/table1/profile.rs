@@ -62,15 +62,15 @@ pub struct Profile {
     pub envs: Vec<EnvKind>,
     /// Which of Table 1's methods run.
     pub methods: Vec<Method>,
-    /// Episode step caps per environment, replacing `max_steps` of every rollout there
-    /// (evaluation, online RL, GRPO, Glider's online phase; the prompted agents' turns).
-    /// ScienceWorld's episodes end at ETO's per-task limits (15–120 steps, enforced by the
-    /// environment), so `scienceworld = 120` lets every task run to its own limit where one
-    /// cap of 40 would cut the long tasks short. Resolved per environment
-    /// ([`Profile::for_env`]) before any stage is keyed: an environment without an entry keeps
-    /// its keys.
+    /// Rollout settings of one environment, replacing those of every rollout there
+    /// (evaluation, online RL, GRPO, Glider's online phase; the prompted agents' steps).
+    /// ScienceWorld's protocol (ETO) ends an episode at its task's limit of actions (15–120):
+    /// `scienceworld = { max_steps = 120, task_turn_limits = true }` plays each task to its own
+    /// limit, where one cap of 40 would cut the long tasks short and let the short ones run
+    /// on. Resolved per environment ([`Profile::for_env`]) before any stage is keyed: an
+    /// environment without an entry keeps its keys.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub max_steps_per_env: BTreeMap<EnvKind, usize>,
+    pub rollout_per_env: BTreeMap<EnvKind, RolloutOverride>,
     pub backbone: BackboneSpec,
     pub data: DataSpec,
     pub sft: SftSpec,
@@ -86,6 +86,28 @@ pub struct Profile {
     pub eval: EvalSpec,
     /// The ablation study (absent: none).
     pub ablations: Option<AblationSpec>,
+}
+
+/// An environment's own rollout settings ([`Profile::rollout_per_env`]); what it leaves out
+/// is the profile's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutOverride {
+    /// [`RolloutConfig::max_steps`].
+    pub max_steps: Option<usize>,
+    /// [`RolloutConfig::task_turn_limits`].
+    pub task_turn_limits: Option<bool>,
+}
+
+impl RolloutOverride {
+    fn apply(&self, to: &mut RolloutConfig) {
+        if let Some(n) = self.max_steps {
+            to.max_steps = n;
+        }
+        if let Some(on) = self.task_turn_limits {
+            to.task_turn_limits = on;
+        }
+    }
 }
 
 /// The ablations of METHODS.md A.2, on one environment, each variant trained once per seed.
@@ -266,22 +288,22 @@ impl Profile {
         Ok(p)
     }
 
-    /// The profile as `env`'s stages see it: its rollouts capped at `max_steps_per_env[env]`
-    /// where there is an entry, and the map itself emptied, so that no stage key depends on
-    /// another environment's cap.
+    /// The profile as `env`'s stages see it: its rollouts under `rollout_per_env[env]` where
+    /// there is an entry, and the map itself emptied, so that no stage key depends on another
+    /// environment's settings.
     pub fn for_env(&self, env: EnvKind) -> Profile {
         let mut p = self.clone();
-        if let Some(&cap) = self.max_steps_per_env.get(&env) {
+        if let Some(o) = self.rollout_per_env.get(&env) {
             for rollout in [
                 &mut p.eval.rollout,
                 &mut p.online.rollout,
                 &mut p.grpo.rollout,
                 &mut p.glider_online.rollout,
             ] {
-                rollout.max_steps = cap;
+                o.apply(rollout);
             }
         }
-        p.max_steps_per_env.clear();
+        p.rollout_per_env.clear();
         p
     }
 
@@ -289,9 +311,10 @@ impl Profile {
         if self.envs.is_empty() || self.methods.is_empty() {
             return Err(Error::invalid("no environments or no methods".into()));
         }
-        if let Some((env, _)) = self.max_steps_per_env.iter().find(|&(_, &cap)| cap == 0) {
+        if let Some((env, _)) = (self.rollout_per_env.iter()).find(|(_, o)| o.max_steps == Some(0))
+        {
             return Err(Error::invalid(format!(
-                "max_steps_per_env.{env} = 0: an episode needs at least one step"
+                "rollout_per_env.{env}.max_steps = 0: an episode needs at least one step"
             )));
         }
         if self.eval.seeds.is_empty() || self.eval.parallel == 0 || self.eval.tasks_per_split == 0 {
