@@ -38,6 +38,14 @@ pub enum EnvError {
 }
 
 impl EnvError {
+    /// The simulator's process died or stopped answering ([`Crashed`](Self::Crashed),
+    /// [`Timeout`](Self::Timeout)): the episode is lost, but the environment restarts it on its
+    /// next call, so playing the episode again may succeed (e.g. a JVM starved of memory by
+    /// another process). Any other error would recur.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, EnvError::Crashed(_) | EnvError::Timeout { .. })
+    }
+
     pub(crate) fn file(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         EnvError::File {
             path: path.into(),

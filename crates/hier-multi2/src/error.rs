@@ -29,6 +29,17 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 hier_train::errors_through_train!(Error);
 
+impl Error {
+    /// [`hier_train::Error::is_transient_env`], through a stage's context.
+    pub fn is_transient_env(&self) -> bool {
+        match self {
+            Error::Train(e) => e.is_transient_env(),
+            Error::Stage { source, .. } => source.is_transient_env(),
+            Error::Loss(_) => false,
+        }
+    }
+}
+
 impl hier_train::StageError for Error {
     fn in_stage(self, stage: &str) -> Self {
         if self.is_stopped() {

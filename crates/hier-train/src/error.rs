@@ -163,6 +163,14 @@ impl Error {
             source,
         }
     }
+    /// An environment's process died or stopped answering ([`hier_envs::EnvError::is_transient`]):
+    /// what was played on it may be played again.
+    pub fn is_transient_env(&self) -> bool {
+        match self {
+            Error::Env(e) | Error::EnvTask { source: e, .. } => e.is_transient(),
+            _ => false,
+        }
+    }
     /// An environment error on a task, with what was being done (`reset <task>`, …).
     pub fn env(what: impl Into<String>, source: hier_envs::EnvError) -> Self {
         Self::EnvTask {

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::adapt::rollout_adapt;
 use crate::agent::rollout;
 use crate::envs::EnvKind;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::flat::rollout_flat;
 use crate::react::{PromptedSpec, Prompter, rollout_react};
 use crate::reflexion::run_reflexion;
@@ -232,20 +232,40 @@ pub(crate) fn evaluate(
                 continue;
             }
             let started = std::time::Instant::now();
-            for role in std::iter::once(&mut exec).chain(plan.as_mut()) {
-                role.prefix_cache = PrefixCache::with_mib(&inference, prefix_cache_mib);
-            }
             let envs = &mut envs[..tasks.len()];
-            let (results, traces) = play_batch(
-                agent,
-                envs,
-                &tasks,
-                chunk,
-                seed,
-                &mut exec,
-                plan.as_mut(),
-                &prompter,
-                spec,
+            let calls: Vec<u64> = std::iter::once(&exec)
+                .chain(plan.as_ref())
+                .map(|r| r.calls)
+                .collect();
+            let first = done.results.len() + 1;
+            let (results, traces) = retrying(
+                BATCH_RETRIES,
+                || {
+                    // Each attempt starts from the same state (call counts seed the sampling),
+                    // so a replayed batch is the batch a run without the failure plays.
+                    for (role, &n) in std::iter::once(&mut exec).chain(plan.as_mut()).zip(&calls) {
+                        role.calls = n;
+                        role.prefix_cache = PrefixCache::with_mib(&inference, prefix_cache_mib);
+                    }
+                    play_batch(
+                        agent,
+                        envs,
+                        &tasks,
+                        chunk,
+                        seed,
+                        &mut exec,
+                        plan.as_mut(),
+                        &prompter,
+                        spec,
+                    )
+                },
+                |e, retry| {
+                    eprintln!(
+                        "warning: {e}; playing episodes {first}–{} again (retry {retry} of \
+                         {BATCH_RETRIES})",
+                        first + tasks.len() - 1
+                    )
+                },
             )?;
             let mut prefill = PrefillStats::default();
             for role in std::iter::once(&exec).chain(plan.as_ref()) {
@@ -271,6 +291,31 @@ pub(crate) fn evaluate(
     }
     bar.finish_and_clear();
     Ok(done)
+}
+
+/// Times a batch is played again after its environment's process died or stopped answering
+/// (the environment restarts it; e.g. a JVM starved of memory by another process) before the
+/// evaluation stops with the error; its finished batches stay in the journal either way.
+const BATCH_RETRIES: usize = 2;
+
+/// `play()`, played again up to `retries` times while it fails because an environment's
+/// process died or stopped answering ([`Error::is_transient_env`]); `warn(error, retry)` before
+/// each retry. Any other error, or the last, is returned.
+fn retrying<T>(
+    retries: usize,
+    mut play: impl FnMut() -> Result<T>,
+    mut warn: impl FnMut(&Error, usize),
+) -> Result<T> {
+    let mut retry = 0;
+    loop {
+        match play() {
+            Err(e) if e.is_transient_env() && retry < retries => {
+                retry += 1;
+                warn(&e, retry);
+            }
+            played => return played,
+        }
+    }
 }
 
 /// Plays one batch of `tasks` (their experts' path lengths in `chunk`) under `seed`: one
@@ -363,6 +408,73 @@ mod tests {
     use super::*;
     use crate::table1::profile::Profile;
     use crate::table1::test_common as common;
+
+    /// A batch whose environment died is played again, at most `retries` times; an error
+    /// that would recur is returned at once.
+    #[test]
+    fn only_a_lost_environment_replays_a_batch_and_only_so_often() {
+        use hier_envs::EnvError;
+        let lost = || -> Error {
+            hier_train::Error::env(
+                "reset boil#0",
+                EnvError::Timeout {
+                    call: "reset([])".into(),
+                    seconds: 95.0,
+                },
+            )
+            .into()
+        };
+        let mut plays = 0;
+        let mut warned = Vec::new();
+        let got = retrying(
+            2,
+            || {
+                plays += 1;
+                if plays < 3 { Err(lost()) } else { Ok(plays) }
+            },
+            |e, k| warned.push((e.to_string(), k)),
+        );
+        assert_eq!(got.unwrap(), 3);
+        assert_eq!(warned.iter().map(|w| w.1).collect::<Vec<_>>(), [1, 2]);
+        assert!(warned[0].0.contains("reset boil#0"), "{warned:?}");
+        // Out of retries: the third loss is the error.
+        let mut plays = 0;
+        let err = retrying(
+            2,
+            || -> Result<()> {
+                plays += 1;
+                Err(lost())
+            },
+            |_, _| {},
+        )
+        .unwrap_err();
+        assert_eq!(plays, 3);
+        assert!(err.is_transient_env());
+        // In a stage's context too; an error that would recur is not replayed.
+        let staged = Error::Stage {
+            stage: "eval-flat-sft".into(),
+            source: Box::new(lost()),
+        };
+        assert!(staged.is_transient_env());
+        let mut plays = 0;
+        let err = retrying(
+            2,
+            || -> Result<()> {
+                plays += 1;
+                Err(hier_train::Error::env(
+                    "reset boil#99999",
+                    EnvError::InvalidArgument("out of range".into()),
+                )
+                .into())
+            },
+            |_, _| {},
+        )
+        .unwrap_err();
+        assert_eq!(plays, 1);
+        assert!(!err.is_transient_env());
+        let crashed: Error = hier_train::Error::from(EnvError::Crashed("JVM exited".into())).into();
+        assert!(crashed.is_transient_env());
+    }
 
     /// An evaluation killed after some batches — its journal cut back to them, with half a
     /// record behind — resumes to exactly the episodes and traces of one played in one go.
