@@ -55,6 +55,22 @@ fn demo() -> Demo {
     }
 }
 
+/// Answers every prompt with the same text.
+struct Says(&'static str);
+
+impl TextPolicy for Says {
+    fn reply(&mut self, prompts: &[String]) -> hier_train::Result<Vec<Reply>> {
+        Ok(prompts
+            .iter()
+            .map(|_| Reply {
+                text: self.0.into(),
+                prompt_tokens: 1,
+                generated_tokens: 1,
+            })
+            .collect())
+    }
+}
+
 /// Answers like a model would, from what the prompt says: the expert's next action for the
 /// task named at the prompt's end, or scripted failures.
 struct Scripted {
@@ -206,23 +222,10 @@ fn react_plays_the_expert_through_thoughts_and_actions() {
     assert!(p.ends_with(". Your next line:<assistant>>"), "{p}");
 
     // A model that only thinks runs out of turns without stepping the environment.
-    struct Thinker;
-    impl TextPolicy for Thinker {
-        fn reply(&mut self, prompts: &[String]) -> hier_train::Result<Vec<Reply>> {
-            Ok(prompts
-                .iter()
-                .map(|_| Reply {
-                    text: "think: hmm".into(),
-                    prompt_tokens: 1,
-                    generated_tokens: 1,
-                })
-                .collect())
-        }
-    }
     let eps = rollout_react(
         &mut envs,
         &tasks,
-        &mut Thinker,
+        &mut Says("think: hmm"),
         &prompter,
         &[],
         &RolloutConfig::with_max_steps(5),
@@ -409,20 +412,8 @@ fn every_agent_stops_at_scienceworlds_per_task_action_limit() {
     use hier_multi2::envs::EnvKind;
     use hier_multi2::flat::rollout_flat;
 
-    /// Sends one command the simulator does not know, as action, subgoal and ReAct line.
-    struct Babbler;
-    impl TextPolicy for Babbler {
-        fn reply(&mut self, prompts: &[String]) -> hier_train::Result<Vec<Reply>> {
-            Ok(prompts
-                .iter()
-                .map(|_| Reply {
-                    text: "fly to the moon".into(),
-                    prompt_tokens: 1,
-                    generated_tokens: 1,
-                })
-                .collect())
-        }
-    }
+    // One command the simulator does not know, as action, subgoal and ReAct line.
+    let babbler = || Says("fly to the moon");
     let mut envs: Vec<Box<dyn Env>> = (0..2)
         .map(|_| EnvKind::Scienceworld.open().unwrap())
         .collect();
@@ -454,15 +445,15 @@ fn every_agent_stops_at_scienceworlds_per_task_action_limit() {
         let runs = [
             (
                 "flat",
-                rollout_flat(&mut envs, &tasks, &mut Babbler, cfg, "t").unwrap(),
+                rollout_flat(&mut envs, &tasks, &mut babbler(), cfg, "t").unwrap(),
             ),
             (
                 "multi2",
-                rollout(&mut envs, &tasks, &mut Babbler, &mut Babbler, cfg, "t").unwrap(),
+                rollout(&mut envs, &tasks, &mut babbler(), &mut babbler(), cfg, "t").unwrap(),
             ),
             (
                 "react",
-                rollout_react(&mut envs, &tasks, &mut Babbler, &prompter, &[], cfg, "t")
+                rollout_react(&mut envs, &tasks, &mut babbler(), &prompter, &[], cfg, "t")
                     .unwrap()
                     .into_iter()
                     .map(|e| e.trace)
@@ -470,7 +461,7 @@ fn every_agent_stops_at_scienceworlds_per_task_action_limit() {
             ),
             (
                 "adapt",
-                rollout_adapt(&mut envs, &tasks, &mut Babbler, &prompter, cfg, "t").unwrap(),
+                rollout_adapt(&mut envs, &tasks, &mut babbler(), &prompter, cfg, "t").unwrap(),
             ),
         ];
         for (agent, traces) in runs {

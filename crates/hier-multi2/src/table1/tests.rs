@@ -1,0 +1,278 @@
+//! Unit tests of the `reproduce table1` pipeline: stage keys, profiles, the ablations' settings.
+
+use super::eval_stage::EvalPart;
+use super::*;
+use crate::react::PromptedSpec;
+
+fn configs() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs/table1")
+}
+
+/// ScienceWorld's and ALFWorld's data keys are the keys written before text versions
+/// existed (their stages stay valid); TextCraft's carries its version (3), so its stages
+/// built on an older text are not reused.
+#[test]
+fn only_a_changed_environment_text_changes_its_data_key() {
+    let p = Profile::from_file(&configs().join("small.toml")).unwrap();
+    for env in [EnvKind::Scienceworld, EnvKind::Alfworld] {
+        assert_eq!(
+            data_key(&p, env),
+            serde_json::json!({"env": env, "data": p.data, "seed": p.seed})
+        );
+    }
+    let tc = data_key(&p, EnvKind::Textcraft);
+    assert_eq!(tc["text_version"], 3);
+    assert_ne!(
+        tc,
+        serde_json::json!({"env": EnvKind::Textcraft, "data": p.data, "seed": p.seed})
+    );
+}
+
+#[test]
+fn the_released_code_row_runs_the_released_behaviour() {
+    use hier_rl_losses::{KlKind, OnlineCritic};
+    let p = Profile::from_file(&configs().join("small.toml")).unwrap();
+    let (base_off, base_on) = (&p.offline, &p.online);
+    assert_eq!(base_on.critic_form, OnlineCritic::QAndV);
+    assert!(base_on.offline_in_replay && base_off.lambda > 0.0);
+    // Multi² runs the profile's settings untouched, in every environment.
+    for env in [EnvKind::Scienceworld, EnvKind::Alfworld, EnvKind::Textcraft] {
+        assert_eq!(&online_config(base_on, Variant::Multi2, env), base_on);
+    }
+    assert_eq!(&base_off.clone().under(Variant::Multi2), base_off);
+    // The released code: SARSA critic with the trajectory-mean baseline, k1 KL, τ 0.5,
+    // no anchor term offline; on ScienceWorld no offline data in the online buffer.
+    let off = base_off.clone().under(Variant::ReleasedCode);
+    assert_eq!((off.lambda, off.critic.tau), (0.0, 0.5));
+    let sciw = online_config(base_on, Variant::ReleasedCode, EnvKind::Scienceworld);
+    assert_eq!(sciw.critic_form, OnlineCritic::SarsaTrajectoryMean);
+    assert_eq!((sciw.kl, sciw.critic.tau), (KlKind::K1, 0.5));
+    assert!(!sciw.offline_in_replay);
+    let alfw = online_config(base_on, Variant::ReleasedCode, EnvKind::Alfworld);
+    assert!(
+        alfw.offline_in_replay,
+        "their ALFWorld trainer mixes offline data"
+    );
+    assert_eq!(alfw.critic_form, OnlineCritic::SarsaTrajectoryMean);
+    // The other objective ablations change exactly their own setting.
+    let awac = online_config(base_on, Variant::VanillaAwac, EnvKind::Scienceworld);
+    assert_eq!(
+        awac,
+        OnlineRlConfig {
+            eta: 0.0,
+            ..base_on.clone()
+        }
+    );
+    let iql = base_off.clone().under(Variant::VanillaIql);
+    assert_eq!(
+        iql,
+        OfflineRlConfig {
+            lambda: 0.0,
+            ..base_off.clone()
+        }
+    );
+}
+
+/// The ablations evaluate a spread of the main evaluation's tasks, so their stages are
+/// keyed by both counts; the main evaluation's key is as before (no `subset_of`).
+#[test]
+fn the_ablations_evaluation_is_keyed_by_the_tasks_it_is_drawn_from() {
+    let p = Profile::from_file(&configs().join("small.toml")).unwrap();
+    let ab = p.ablations.clone().expect("small has ablations");
+    let key = |main: &EvalSpec| serde_json::to_value(ablation_eval(main, &ab)).unwrap();
+    let more = EvalSpec {
+        tasks_per_split: p.eval.tasks_per_split + 1,
+        ..p.eval.clone()
+    };
+    assert_ne!(key(&p.eval), key(&more));
+    assert_eq!(key(&p.eval)["subset_of"], p.eval.tasks_per_split);
+    assert_eq!(key(&p.eval)["tasks_per_split"], ab.tasks_per_split);
+    let main = serde_json::to_value(&p.eval).unwrap();
+    assert!(main.get("subset_of").is_none(), "{main}");
+    // A profile cannot set it.
+    let mut bad = p.clone();
+    bad.eval.subset_of = Some(3);
+    let err = bad.check().unwrap_err().to_string();
+    assert!(err.contains("eval.subset_of"), "{err}");
+}
+
+/// `rollout_per_env` changes the rollouts of its environments only: the others' view of
+/// the profile (which keys their stages) is the profile without the map, unchanged.
+#[test]
+fn rollout_settings_per_environment_change_only_that_environments_rollouts() {
+    let p = Profile::from_file(&configs().join("smollm.toml")).unwrap();
+    let plain = Profile {
+        rollout_per_env: BTreeMap::new(),
+        ..p.clone()
+    };
+    for env in [EnvKind::Textcraft, EnvKind::Alfworld] {
+        assert_eq!(p.for_env(env), plain, "{env}");
+        assert_eq!(p.for_env(env).eval.rollout.max_steps, 40);
+    }
+    // smollm plays ScienceWorld's tasks to ETO's limits (up to 120 actions).
+    let sw = p.for_env(EnvKind::Scienceworld);
+    assert!(sw.rollout_per_env.is_empty());
+    let mut back = sw.clone();
+    for r in [
+        &mut back.eval.rollout,
+        &mut back.online.rollout,
+        &mut back.grpo.rollout,
+        &mut back.glider_online.rollout,
+    ] {
+        assert_eq!((r.max_steps, r.task_turn_limits), (120, true), "{r:?}");
+        (r.max_steps, r.task_turn_limits) = (40, false);
+    }
+    assert_eq!(back, plain, "only the rollouts differ");
+    // Serialised without the map when it is empty, and without the flag when off (stage
+    // keys and resolved profiles).
+    let json = serde_json::to_value(&plain).unwrap();
+    assert!(json.get("rollout_per_env").is_none(), "{json}");
+    assert!(
+        json["eval"]["rollout"].get("task_turn_limits").is_none(),
+        "{json}"
+    );
+    assert_eq!(
+        serde_json::to_value(&sw.eval.rollout).unwrap()["task_turn_limits"],
+        true
+    );
+    let mut zero = p.clone();
+    zero.rollout_per_env.insert(
+        EnvKind::Alfworld,
+        RolloutOverride {
+            max_steps: Some(0),
+            task_turn_limits: None,
+        },
+    );
+    let err = zero.check().unwrap_err().to_string();
+    assert!(
+        err.contains("rollout_per_env.alfworld.max_steps = 0"),
+        "{err}"
+    );
+}
+
+/// An evaluation of three seeds is three stages of one seed each, each with the settings
+/// of an evaluation of that seed alone (so a one-seed profile's stage is one of them);
+/// Reflexion's seeds are the prompted agents' own.
+#[test]
+fn an_evaluation_is_one_part_per_seed_of_its_agent() {
+    let p = Profile::from_file(&configs().join("smollm.toml")).unwrap();
+    let whole = EvalPart {
+        spec: EvalSpec {
+            seeds: vec![0, 1, 2],
+            ..p.eval.clone()
+        },
+        prompted: PromptedSpec {
+            reflexion_seeds: vec![4, 5],
+            ..p.prompted.clone()
+        },
+    };
+    let parts = whole.per_seed(&Agent::React);
+    assert_eq!(parts.len(), 3);
+    for (part, seed) in parts.iter().zip([0, 1, 2]) {
+        assert_eq!(part.spec.seeds, vec![seed]);
+        let alone = EvalSpec {
+            seeds: vec![seed],
+            ..whole.spec.clone()
+        };
+        assert_eq!((&part.spec, &part.prompted), (&alone, &whole.prompted));
+    }
+    let reflexion = whole.per_seed(&Agent::Reflexion);
+    let seeds: Vec<_> = reflexion
+        .iter()
+        .map(|r| (r.prompted.reflexion_seeds.clone(), r.spec.seeds.clone()))
+        .collect();
+    assert_eq!(
+        seeds,
+        vec![(vec![4], vec![0, 1, 2]), (vec![5], vec![0, 1, 2])]
+    );
+}
+
+#[test]
+fn every_profile_parses_and_bad_keys_name_the_file() {
+    for name in ["smoke", "small", "smollm", "paper"] {
+        let p = Profile::from_file(&configs().join(format!("{name}.toml"))).unwrap();
+        assert_eq!(p.name, name);
+    }
+    // SmolLM2 from the set-up step's GGUF, LoRA with the authors' dropout.
+    let smollm = Profile::from_file(&configs().join("smollm.toml")).unwrap();
+    assert!(
+        matches!(&smollm.backbone, BackboneSpec::Hf { path } if path.ends_with("SmolLM2-135M-Instruct.Q4_1.gguf"))
+    );
+    assert_eq!(
+        (smollm.sft.lora.dropout, smollm.offline.lora.dropout),
+        (0.05, 0.05)
+    );
+    let paper = Profile::from_file(&configs().join("paper.toml")).unwrap();
+    assert!(matches!(paper.backbone, BackboneSpec::Hf { .. }));
+    assert_eq!(
+        (paper.offline.actor_optim.lr, paper.offline.critic_optim.lr),
+        (1e-4, 1e-5)
+    );
+    assert_eq!(
+        (paper.online.actor_optim.lr, paper.online.eta),
+        (1e-5, 0.02)
+    );
+    assert_eq!(paper.offline.critic.tau, 0.7);
+
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(configs().join("smoke.toml")).unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        text.replace("lambda = 7.0", "lambda = 7.0\nlamda = 1.0"),
+    )
+    .unwrap();
+    let err = Profile::from_file(&bad).unwrap_err().to_string();
+    assert!(err.contains("bad.toml") && err.contains("lamda"), "{err}");
+    std::fs::write(
+        &bad,
+        text.replace("\"flat-sft\"]", "\"flat-sft\", \"ppo\"]"),
+    )
+    .unwrap();
+    let err = Profile::from_file(&bad).unwrap_err().to_string();
+    assert!(
+        err.contains("bad.toml") && err.contains("`ppo`") && err.contains("flat-sft"),
+        "{err}"
+    );
+    std::fs::write(&bad, text.replace("\"only-sft\",", "\"only-sfts\",")).unwrap();
+    let err = Profile::from_file(&bad).unwrap_err().to_string();
+    assert!(
+        err.contains("unknown variant `only-sfts`") && err.contains("paradigm-swap"),
+        "{err}"
+    );
+}
+
+/// The committed result profiles load; `probe10-loo` (which `extends` probe10) is probe10
+/// with its name and the anchor's baseline changed, nothing else — so every other stage key
+/// of the probe holds, and probe10 itself keeps the plain estimator it was run with; and
+/// `loo-norm` is the smollm profile on ALFWorld.
+#[test]
+fn result_profiles_load_and_an_extending_one_changes_only_its_keys() {
+    use hier_rl_losses::AnchorBaseline;
+    let results =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/results/table1-smollm");
+    let mut found = 0;
+    for entry in std::fs::read_dir(&results).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().ends_with(".profile.toml") {
+            Profile::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+            found += 1;
+        }
+    }
+    assert!(found >= 4, "{found} result profiles");
+    let base = Profile::from_file(&results.join("probe10.profile.toml")).unwrap();
+    let loo = Profile::from_file(&results.join("probe10-loo.profile.toml")).unwrap();
+    assert_eq!(base.offline.anchor_baseline, AnchorBaseline::None);
+    assert_eq!(loo.offline.anchor_baseline, AnchorBaseline::LeaveOneOut);
+    let mut same = loo.clone();
+    same.name = base.name.clone();
+    same.offline.anchor_baseline = AnchorBaseline::None;
+    assert_eq!(same, base);
+    // `loo-norm` is smollm's ALFWorld column as smollm now sets it (the leave-one-out
+    // baseline, normalised weights): its committed evaluation stages are smollm's.
+    let smollm = Profile::from_file(&configs().join("smollm.toml")).unwrap();
+    let loo_norm = Profile::from_file(&results.join("loo-norm.profile.toml")).unwrap();
+    let mut alfworld = loo_norm.for_env(EnvKind::Alfworld);
+    alfworld.name = smollm.name.clone();
+    assert_eq!(alfworld, smollm.for_env(EnvKind::Alfworld));
+}
