@@ -19,7 +19,10 @@ pub mod profile;
 pub mod report;
 pub mod results;
 
-pub use profile::{Ablation, AblationSpec, DataSpec, EvalSpec, Method, Profile, RolloutOverride};
+pub use profile::{
+    Ablation, AblationSpec, DataOverride, DataSpec, EnvOverride, EvalSpec, Method, Profile,
+    RolloutOverride, SftOverride,
+};
 pub use results::{AblationCell, AblationRow, Cell, ablation_rows};
 
 use std::collections::BTreeMap;
@@ -87,11 +90,12 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
     let mut data_dirs = BTreeMap::new();
     let mut task_dirs = BTreeMap::new();
     for env_name in &profile.envs {
-        let key = data_key(profile, *env_name);
+        let env_profile = profile.for_env(*env_name);
+        let key = data_key(&env_profile, *env_name);
         let dir = st.run(&format!("data-{env_name}"), key, |dir| -> Result<()> {
             let mut env = env_name.open()?;
             let train = env.tasks(Split::Train)?;
-            let tasks = spread(&train, profile.data.train_episodes);
+            let tasks = spread(&train, env_profile.data.train_episodes);
             let opts = BuildOptions {
                 seed: profile.seed,
                 progress: cfg.progress,
@@ -146,7 +150,7 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
         .flat_map(|a| profile.envs.iter().zip(&data).map(move |x| (a, x)))
     {
         let data_key = Stages::upstream(&data_dirs[env_name]);
-        // This environment's view of the profile (its step cap): every stage below is keyed by it.
+        // This environment's view of the profile (`per_env`): every stage below is keyed by it.
         let env_profile = profile.for_env(*env_name);
         let profile = &env_profile;
         let eval_tasks: Vec<SplitTasks> = read_json(&task_dirs[env_name].join("tasks.json"))?;

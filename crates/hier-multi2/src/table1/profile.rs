@@ -62,15 +62,14 @@ pub struct Profile {
     pub envs: Vec<EnvKind>,
     /// Which of Table 1's methods run.
     pub methods: Vec<Method>,
-    /// Rollout settings of one environment, replacing those of every rollout there
-    /// (evaluation, online RL, GRPO, Glider's online phase; the prompted agents' steps).
-    /// ScienceWorld's protocol (ETO) ends an episode at its task's limit of actions (15–120):
-    /// `scienceworld = { max_steps = 120, task_turn_limits = true }` plays each task to its own
-    /// limit, where one cap of 40 would cut the long tasks short and let the short ones run
-    /// on. Resolved per environment ([`Profile::for_env`]) before any stage is keyed: an
-    /// environment without an entry keeps its keys.
+    /// One environment's own settings, replacing the profile's there ([`EnvOverride`]):
+    /// ScienceWorld's protocol (ETO) ends an episode at its task's limit of actions (15–120),
+    /// so `scienceworld = { rollout = { max_steps = 120, task_turn_limits = true } }` plays each
+    /// task to its own limit, where one cap of 40 would cut the long tasks short and let the
+    /// short ones run on. Resolved per environment ([`Profile::for_env`]) before any stage is
+    /// keyed: an environment without an entry keeps its keys.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub rollout_per_env: BTreeMap<EnvKind, RolloutOverride>,
+    pub per_env: BTreeMap<EnvKind, EnvOverride>,
     pub backbone: BackboneSpec,
     pub data: DataSpec,
     pub sft: SftSpec,
@@ -88,8 +87,24 @@ pub struct Profile {
     pub ablations: Option<AblationSpec>,
 }
 
-/// An environment's own rollout settings ([`Profile::rollout_per_env`]); what it leaves out
-/// is the profile's.
+/// One environment's own settings ([`Profile::per_env`]), each a section of the profile
+/// with the fields it may change; what it leaves out is the profile's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvOverride {
+    /// Every rollout there: evaluation, online RL, GRPO, Glider's online phase (and so the
+    /// prompted agents' steps, which follow the evaluation's).
+    #[serde(default)]
+    pub rollout: RolloutOverride,
+    /// The expert data there.
+    #[serde(default)]
+    pub data: DataOverride,
+    /// Every SFT stage there (flat, System 1, System 2, Glider's).
+    #[serde(default)]
+    pub sft: SftOverride,
+}
+
+/// [`EnvOverride::rollout`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RolloutOverride {
@@ -106,6 +121,42 @@ impl RolloutOverride {
         }
         if let Some(on) = self.task_turn_limits {
             to.task_turn_limits = on;
+        }
+    }
+}
+
+/// [`EnvOverride::data`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataOverride {
+    /// [`DataSpec::train_episodes`].
+    pub train_episodes: Option<usize>,
+}
+
+/// [`EnvOverride::sft`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftOverride {
+    /// [`SftSpec::steps`].
+    pub steps: Option<usize>,
+}
+
+impl EnvOverride {
+    /// `profile` as this environment's stages see it (the map itself is the caller's).
+    fn apply(&self, p: &mut Profile) {
+        for rollout in [
+            &mut p.eval.rollout,
+            &mut p.online.rollout,
+            &mut p.grpo.rollout,
+            &mut p.glider_online.rollout,
+        ] {
+            self.rollout.apply(rollout);
+        }
+        if let Some(n) = self.data.train_episodes {
+            p.data.train_episodes = n;
+        }
+        if let Some(n) = self.sft.steps {
+            p.sft.steps = n;
         }
     }
 }
@@ -288,22 +339,15 @@ impl Profile {
         Ok(p)
     }
 
-    /// The profile as `env`'s stages see it: its rollouts under `rollout_per_env[env]` where
-    /// there is an entry, and the map itself emptied, so that no stage key depends on another
-    /// environment's settings.
+    /// The profile as `env`'s stages see it: under `per_env[env]` where there is an entry,
+    /// and the map itself emptied, so that no stage key depends on another environment's
+    /// settings.
     pub fn for_env(&self, env: EnvKind) -> Profile {
         let mut p = self.clone();
-        if let Some(o) = self.rollout_per_env.get(&env) {
-            for rollout in [
-                &mut p.eval.rollout,
-                &mut p.online.rollout,
-                &mut p.grpo.rollout,
-                &mut p.glider_online.rollout,
-            ] {
-                o.apply(rollout);
-            }
+        if let Some(o) = self.per_env.get(&env) {
+            o.apply(&mut p);
         }
-        p.rollout_per_env.clear();
+        p.per_env.clear();
         p
     }
 
@@ -311,11 +355,17 @@ impl Profile {
         if self.envs.is_empty() || self.methods.is_empty() {
             return Err(Error::invalid("no environments or no methods".into()));
         }
-        if let Some((env, _)) = (self.rollout_per_env.iter()).find(|(_, o)| o.max_steps == Some(0))
-        {
-            return Err(Error::invalid(format!(
-                "rollout_per_env.{env}.max_steps = 0: an episode needs at least one step"
-            )));
+        for (env, o) in &self.per_env {
+            let zero = [
+                ("rollout.max_steps", o.rollout.max_steps),
+                ("data.train_episodes", o.data.train_episodes),
+                ("sft.steps", o.sft.steps),
+            ];
+            if let Some((field, _)) = zero.iter().find(|(_, n)| *n == Some(0)) {
+                return Err(Error::invalid(format!(
+                    "per_env.{env}.{field} = 0: it must be at least 1"
+                )));
+            }
         }
         if self.eval.seeds.is_empty() || self.eval.parallel == 0 || self.eval.tasks_per_split == 0 {
             return Err(Error::invalid(

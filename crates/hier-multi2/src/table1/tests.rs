@@ -96,13 +96,13 @@ fn the_ablations_evaluation_is_keyed_by_the_tasks_it_is_drawn_from() {
     assert!(err.contains("eval.subset_of"), "{err}");
 }
 
-/// `rollout_per_env` changes the rollouts of its environments only: the others' view of
-/// the profile (which keys their stages) is the profile without the map, unchanged.
+/// `per_env` changes the settings of its environments only: the others' view of the
+/// profile (which keys their stages) is the profile without the map, unchanged.
 #[test]
-fn rollout_settings_per_environment_change_only_that_environments_rollouts() {
+fn settings_per_environment_change_only_that_environments_stages() {
     let p = Profile::from_file(&configs().join("smollm.toml")).unwrap();
     let plain = Profile {
-        rollout_per_env: BTreeMap::new(),
+        per_env: BTreeMap::new(),
         ..p.clone()
     };
     for env in [EnvKind::Textcraft, EnvKind::Alfworld] {
@@ -111,7 +111,7 @@ fn rollout_settings_per_environment_change_only_that_environments_rollouts() {
     }
     // smollm plays ScienceWorld's tasks to ETO's limits (up to 120 actions).
     let sw = p.for_env(EnvKind::Scienceworld);
-    assert!(sw.rollout_per_env.is_empty());
+    assert!(sw.per_env.is_empty());
     let mut back = sw.clone();
     for r in [
         &mut back.eval.rollout,
@@ -126,7 +126,7 @@ fn rollout_settings_per_environment_change_only_that_environments_rollouts() {
     // Serialised without the map when it is empty, and without the flag when off (stage
     // keys and resolved profiles).
     let json = serde_json::to_value(&plain).unwrap();
-    assert!(json.get("rollout_per_env").is_none(), "{json}");
+    assert!(json.get("per_env").is_none(), "{json}");
     assert!(
         json["eval"]["rollout"].get("task_turn_limits").is_none(),
         "{json}"
@@ -135,19 +135,59 @@ fn rollout_settings_per_environment_change_only_that_environments_rollouts() {
         serde_json::to_value(&sw.eval.rollout).unwrap()["task_turn_limits"],
         true
     );
-    let mut zero = p.clone();
-    zero.rollout_per_env.insert(
+    // Data and SFT steps: only what the entry names changes.
+    let mut q = plain.clone();
+    q.per_env.insert(
         EnvKind::Alfworld,
-        RolloutOverride {
-            max_steps: Some(0),
-            task_turn_limits: None,
+        EnvOverride {
+            data: DataOverride {
+                train_episodes: Some(7),
+            },
+            sft: SftOverride { steps: Some(9) },
+            ..EnvOverride::default()
         },
     );
-    let err = zero.check().unwrap_err().to_string();
-    assert!(
-        err.contains("rollout_per_env.alfworld.max_steps = 0"),
-        "{err}"
-    );
+    let alf = q.for_env(EnvKind::Alfworld);
+    assert_eq!((alf.data.train_episodes, alf.sft.steps), (7, 9));
+    assert_eq!(alf.data.max_len, plain.data.max_len);
+    assert_eq!(alf.eval, plain.eval);
+    assert_eq!(q.for_env(EnvKind::Textcraft), plain);
+    for (field, o) in [
+        (
+            "rollout.max_steps",
+            EnvOverride {
+                rollout: RolloutOverride {
+                    max_steps: Some(0),
+                    task_turn_limits: None,
+                },
+                ..EnvOverride::default()
+            },
+        ),
+        (
+            "data.train_episodes",
+            EnvOverride {
+                data: DataOverride {
+                    train_episodes: Some(0),
+                },
+                ..EnvOverride::default()
+            },
+        ),
+        (
+            "sft.steps",
+            EnvOverride {
+                sft: SftOverride { steps: Some(0) },
+                ..EnvOverride::default()
+            },
+        ),
+    ] {
+        let mut zero = p.clone();
+        zero.per_env.insert(EnvKind::Alfworld, o);
+        let err = zero.check().unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("per_env.alfworld.{field} = 0")),
+            "{err}"
+        );
+    }
 }
 
 /// An evaluation of three seeds is three stages of one seed each, each with the settings
