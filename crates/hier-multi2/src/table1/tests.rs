@@ -109,8 +109,11 @@ fn settings_per_environment_change_only_that_environments_stages() {
         assert_eq!(p.for_env(env), plain, "{env}");
         assert_eq!(p.for_env(env).eval.rollout.max_steps, 40);
     }
-    // smollm plays ScienceWorld's tasks to ETO's limits (up to 120 actions).
+    // smollm plays ScienceWorld's tasks to ETO's limits (up to 120 actions), from 240 expert
+    // episodes and 600 SFT steps.
     let sw = p.for_env(EnvKind::Scienceworld);
+    assert_eq!((sw.data.train_episodes, sw.sft.steps), (240, 600));
+    assert_eq!((plain.data.train_episodes, plain.sft.steps), (60, 200));
     assert!(sw.per_env.is_empty());
     let mut back = sw.clone();
     for r in [
@@ -122,7 +125,11 @@ fn settings_per_environment_change_only_that_environments_stages() {
         assert_eq!((r.max_steps, r.task_turn_limits), (120, true), "{r:?}");
         (r.max_steps, r.task_turn_limits) = (40, false);
     }
-    assert_eq!(back, plain, "only the rollouts differ");
+    (back.data, back.sft) = (plain.data.clone(), plain.sft.clone());
+    assert_eq!(
+        back, plain,
+        "only the rollouts, the data and the SFT steps differ"
+    );
     // Serialised without the map when it is empty, and without the flag when off (stage
     // keys and resolved profiles).
     let json = serde_json::to_value(&plain).unwrap();
