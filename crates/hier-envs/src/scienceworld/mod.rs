@@ -70,7 +70,7 @@ pub struct Config {
     /// Folder holding `scienceworld.jar` and `object_type_ids.tsv`.
     pub asset_dir: PathBuf,
     pub java: PathBuf,
-    /// Extra JVM options (e.g. `-Xmx2g`).
+    /// Extra JVM options (e.g. `-Xmx2g`, which replaces [`DEFAULT_MAX_HEAP`]).
     pub java_opts: Vec<String>,
     /// `"easy"` in the agent papers; comma-separated simplifications otherwise.
     pub simplifications: String,
@@ -92,6 +92,13 @@ pub struct Config {
 pub const DETERMINISTIC_JAVA_OPTS: [&str; 2] =
     ["-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2"];
 
+/// The JVM's heap cap unless [`Config::java_opts`] sets one (`-Xmx…`). At the JVM's own default
+/// (a quarter of physical memory) each simulator grew to ≈ 2.8 GB, and three evaluations of
+/// three JVMs each beside a training run exhausted 24 GB; at 1.5 GB data generation (240
+/// episodes with gold paths) and evaluations of 200 episodes ran without a heap error. The heap
+/// bounds memory only: the simulator's text does not depend on it.
+pub const DEFAULT_MAX_HEAP: &str = "-Xmx1536m";
+
 impl Config {
     /// Assets from [`crate::assets`] (fetched if missing), `java` from `JAVA_HOME`/`PATH`,
     /// extra JVM options from `HIER_SCIENCEWORLD_JAVA_OPTS` (whitespace-separated).
@@ -111,6 +118,22 @@ impl Config {
             default_step_limit: 100,
             deterministic: std::env::var("HIER_SCIENCEWORLD_DETERMINISTIC").as_deref() != Ok("0"),
         })
+    }
+}
+
+impl Config {
+    /// The options the JVM starts with: [`DETERMINISTIC_JAVA_OPTS`] when deterministic, the
+    /// heap cap [`DEFAULT_MAX_HEAP`] unless `java_opts` sets its own, then `java_opts`.
+    pub fn jvm_options(&self) -> Vec<String> {
+        let mut opts: Vec<String> = Vec::new();
+        if self.deterministic {
+            opts.extend(DETERMINISTIC_JAVA_OPTS.map(String::from));
+        }
+        if !self.java_opts.iter().any(|o| o.starts_with("-Xmx")) {
+            opts.push(DEFAULT_MAX_HEAP.into());
+        }
+        opts.extend(self.java_opts.iter().cloned());
+        opts
     }
 }
 
@@ -146,11 +169,7 @@ impl Host {
         }
         if slot.is_none() {
             let c = &self.config;
-            let mut opts: Vec<String> = Vec::new();
-            if c.deterministic {
-                opts.extend(DETERMINISTIC_JAVA_OPTS.map(String::from));
-            }
-            opts.extend(c.java_opts.iter().cloned());
+            let opts = c.jvm_options();
             *slot = Some(Jvm::spawn(&c.java, &c.asset_dir, &opts, c.ready_timeout)?);
             self.starts.fetch_add(1, Ordering::Relaxed);
         }
@@ -606,5 +625,43 @@ impl Env for ScienceWorld {
             ));
         }
         Ok(Some(self.call_list("getGoldActionSequence", &[])?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(java_opts: &[&str], deterministic: bool) -> Config {
+        Config {
+            asset_dir: PathBuf::from("assets"),
+            java: PathBuf::from("java"),
+            java_opts: java_opts.iter().map(|o| o.to_string()).collect(),
+            simplifications: "easy".into(),
+            gold_paths: true,
+            call_timeout: Duration::from_secs(1),
+            load_timeout: Duration::from_secs(1),
+            ready_timeout: Duration::from_secs(1),
+            default_step_limit: 100,
+            deterministic,
+        }
+    }
+
+    #[test]
+    fn the_heap_is_capped_unless_the_user_sets_a_cap() {
+        assert_eq!(
+            config(&[], true).jvm_options(),
+            [
+                "-XX:+UnlockExperimentalVMOptions",
+                "-XX:hashCode=2",
+                "-Xmx1536m"
+            ]
+        );
+        assert_eq!(
+            config(&["-Xss4m"], false).jvm_options(),
+            ["-Xmx1536m", "-Xss4m"]
+        );
+        // The user's cap replaces ours (the JVM takes the last -Xmx; ours is not there at all).
+        assert_eq!(config(&["-Xmx4g"], false).jvm_options(), ["-Xmx4g"]);
     }
 }
