@@ -159,34 +159,14 @@ fn settings_per_environment_change_only_that_environments_stages() {
     assert_eq!(alf.data.max_len, plain.data.max_len);
     assert_eq!(alf.eval, plain.eval);
     assert_eq!(q.for_env(EnvKind::Textcraft), plain);
-    for (field, o) in [
-        (
-            "rollout.max_steps",
-            EnvOverride {
-                rollout: RolloutOverride {
-                    max_steps: Some(0),
-                    task_turn_limits: None,
-                },
-                ..EnvOverride::default()
-            },
-        ),
-        (
-            "data.train_episodes",
-            EnvOverride {
-                data: DataOverride {
-                    train_episodes: Some(0),
-                },
-                ..EnvOverride::default()
-            },
-        ),
-        (
-            "sft.steps",
-            EnvOverride {
-                sft: SftOverride { steps: Some(0) },
-                ..EnvOverride::default()
-            },
-        ),
-    ] {
+    let zeroed: [(&str, fn(&mut EnvOverride)); 3] = [
+        ("rollout.max_steps", |o| o.rollout.max_steps = Some(0)),
+        ("data.train_episodes", |o| o.data.train_episodes = Some(0)),
+        ("sft.steps", |o| o.sft.steps = Some(0)),
+    ];
+    for (field, set) in zeroed {
+        let mut o = EnvOverride::default();
+        set(&mut o);
         let mut zero = p.clone();
         zero.per_env.insert(EnvKind::Alfworld, o);
         let err = zero.check().unwrap_err().to_string();
