@@ -159,7 +159,9 @@ fn settings_per_environment_change_only_that_environments_stages() {
     assert_eq!(alf.data.max_len, plain.data.max_len);
     assert_eq!(alf.eval, plain.eval);
     assert_eq!(q.for_env(EnvKind::Textcraft), plain);
-    let zeroed: [(&str, fn(&mut EnvOverride)); 3] = [
+    /// Sets one of an override's counts to 0.
+    type Zero = fn(&mut EnvOverride);
+    let zeroed: [(&str, Zero); 3] = [
         ("rollout.max_steps", |o| o.rollout.max_steps = Some(0)),
         ("data.train_episodes", |o| o.data.train_episodes = Some(0)),
         ("sft.steps", |o| o.sft.steps = Some(0)),
