@@ -93,9 +93,10 @@ pub const DETERMINISTIC_JAVA_OPTS: [&str; 2] =
     ["-XX:+UnlockExperimentalVMOptions", "-XX:hashCode=2"];
 
 /// The JVM's heap cap unless [`Config::java_opts`] sets one (`-Xmx…`). At the JVM's own default
-/// (a quarter of physical memory) each simulator grew to ≈ 2.8 GB, and three evaluations of
-/// three JVMs each beside a training run exhausted 24 GB; at 1.5 GB data generation (240
-/// episodes with gold paths) and evaluations of 200 episodes ran without a heap error. The heap
+/// (a quarter of physical memory) each simulator grew to ≈ 2.8 GB, and concurrent evaluations
+/// (one JVM per parallel environment, 8 each) beside a training run exhausted 24 GB; at 1.5 GB
+/// data generation (240 episodes with gold paths) and evaluations of 200 episodes ran without
+/// a heap error. The heap
 /// bounds memory only: the simulator's text does not depend on it.
 pub const DEFAULT_MAX_HEAP: &str = "-Xmx1536m";
 
@@ -119,9 +120,7 @@ impl Config {
             deterministic: std::env::var("HIER_SCIENCEWORLD_DETERMINISTIC").as_deref() != Ok("0"),
         })
     }
-}
 
-impl Config {
     /// The options the JVM starts with: [`DETERMINISTIC_JAVA_OPTS`] when deterministic, the
     /// heap cap [`DEFAULT_MAX_HEAP`] unless `java_opts` sets its own, then `java_opts`.
     pub fn jvm_options(&self) -> Vec<String> {

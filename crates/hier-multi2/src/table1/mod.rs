@@ -89,9 +89,14 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
     // 1. Expert data and evaluation tasks per environment.
     let mut data_dirs = BTreeMap::new();
     let mut task_dirs = BTreeMap::new();
+    // Each environment's view of the profile (`per_env`): its stages, from the data on, are
+    // keyed by it.
+    let env_profiles: BTreeMap<EnvKind, Profile> = (profile.envs.iter())
+        .map(|e| (*e, profile.for_env(*e)))
+        .collect();
     for env_name in &profile.envs {
-        let env_profile = profile.for_env(*env_name);
-        let key = data_key(&env_profile, *env_name);
+        let env_profile = &env_profiles[env_name];
+        let key = data_key(env_profile, *env_name);
         let dir = st.run(&format!("data-{env_name}"), key, |dir| -> Result<()> {
             let mut env = env_name.open()?;
             let train = env.tasks(Split::Train)?;
@@ -150,9 +155,7 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
         .flat_map(|a| profile.envs.iter().zip(&data).map(move |x| (a, x)))
     {
         let data_key = Stages::upstream(&data_dirs[env_name]);
-        // This environment's view of the profile (`per_env`): every stage below is keyed by it.
-        let env_profile = profile.for_env(*env_name);
-        let profile = &env_profile;
+        let profile = &env_profiles[env_name];
         let eval_tasks: Vec<SplitTasks> = read_json(&task_dirs[env_name].join("tasks.json"))?;
         let base =
             serde_json::json!({"backbone": backbone_key, "data": data_key, "max_len": max_len});
