@@ -211,19 +211,32 @@ fn wilson(p: f64, n: usize) -> (f64, f64) {
 }
 
 fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Drawn {
-    let root = BitMapBackend::new(path, (800, 480)).into_drawing_area();
+    let root = BitMapBackend::new(path, (960, 480)).into_drawing_area();
     root.fill(&WHITE)?;
     let n = curves.values().map(Vec::len).max().unwrap_or(1).max(2);
+    // The y axis fits the whiskers and the scores (a fixed −20–100 frame flattens a curve of
+    // a few points), at least 0–10, at most the 100 % bound.
+    let (mut y_lo, mut y_hi) = (0.0f64, 10.0f64);
+    for p in curves.values().flatten() {
+        let (_, hi) = wilson(p.success_rate, p.episodes);
+        y_hi = y_hi.max(100.0 * hi).max(100.0 * p.mean_score);
+        y_lo = y_lo.min(100.0 * p.mean_score);
+    }
+    let (y_lo, y_hi) = (y_lo - 0.05 * (y_hi - y_lo), (1.1 * y_hi).min(105.0));
     let mut chart = ChartBuilder::on(&root)
         .caption(
             "Multi² offline → online: success % (solid, 95% Wilson intervals), mean score × 100 (dashed)",
-            ("sans-serif", 20),
+            ("sans-serif", 17),
         )
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(48)
-        // Padded so the first and last iterations' whiskers are not cut by the frame.
-        .build_cartesian_2d(-0.15f64..(n - 1) as f64 + 0.15, -20f64..100f64)?;
+        // Padded so the first iteration's whisker is not cut by the frame, and on the right
+        // so the legend (upper right) sits beside the last iteration's whisker, not over it.
+        .build_cartesian_2d(
+            -0.15f64..(n - 1) as f64 * 1.3 + 0.3,
+            y_lo..y_hi,
+        )?;
     chart
         .configure_mesh()
         .x_desc("online iteration (0 = offline policy)")
@@ -251,7 +264,15 @@ fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Dr
             let x = p.iteration as f64;
             PathElement::new(
                 vec![(x, 100.0 * lo), (x, 100.0 * hi)],
-                color.stroke_width(1),
+                color.stroke_width(2),
+            )
+        }))?;
+        // A mark on every iteration, so a curve lying on 0 is still seen to be there.
+        chart.draw_series(points.iter().map(|p| {
+            Circle::new(
+                (p.iteration as f64, 100.0 * p.success_rate),
+                4,
+                color.filled(),
             )
         }))?;
         chart.draw_series(DashedLineSeries::new(
@@ -265,6 +286,7 @@ fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Dr
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
@@ -272,6 +294,18 @@ fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Dr
     root.present()?;
     Ok(())
 }
+
+/// A point's mean and 95 % half-width (none for a single seed).
+type Point = (f64, Option<f64>);
+
+/// One panel of [`token_efficiency`]: its area, quantity, y range and points.
+type Panel<'a, DB> = (
+    &'a DrawingArea<DB, plotters::coord::Shift>,
+    &'a str,
+    f64,
+    f64,
+    &'a [Point],
+);
 
 /// Success (left) and mean final score (right) against tokens per episode on the first column
 /// the paper's figure would use (ScienceWorld ID when it ran); each bubble is a method, labelled
@@ -306,14 +340,32 @@ fn token_efficiency(
         kilo.iter().copied().fold(f64::INFINITY, f64::min).max(1e-3) / 1.6,
         kilo.iter().copied().fold(0.0, f64::max).max(1e-3) * 3.0,
     );
-    let scores: Vec<f64> = here.iter().map(|c| c.summary.mean_score).collect();
-    let s_lo = scores.iter().copied().fold(0.0, f64::min) - 0.05;
-    let s_hi = scores.iter().copied().fold(0.0, f64::max) + 0.1;
-    let panels: [(&DrawingArea<_, _>, &str, f64, f64); 2] = [
-        (&left, "success %", -5.0, 105.0),
-        (&right, "mean final score", s_lo, s_hi),
+    // Each panel's points first (mean, 95 % t half-width over seeds: the cell's own for
+    // success, the per-seed mean scores' for the score), so its axis fits them and their bars.
+    let success: Vec<Point> = here
+        .iter()
+        .map(|c| (c.summary.success.mean, c.summary.success.half_width))
+        .collect();
+    let score: Vec<Point> = here
+        .iter()
+        .map(|c| {
+            let mut per_seed: BTreeMap<u64, (f64, usize)> = BTreeMap::new();
+            for r in &c.results {
+                let e = per_seed.entry(r.seed).or_default();
+                e.0 += r.score;
+                e.1 += 1;
+            }
+            let means: Vec<f64> = per_seed.values().map(|(s, n)| s / *n as f64).collect();
+            (c.summary.mean_score, estimate(&means).half_width)
+        })
+        .collect();
+    let (s_lo, s_hi) = success_axis(&success);
+    let (sc_lo, sc_hi) = score_axis(&score);
+    let panels: [Panel<'_, _>; 2] = [
+        (&left, "success %", s_lo, s_hi, &success),
+        (&right, "mean final score", sc_lo, sc_hi, &score),
     ];
-    for (k, (area, what, lo, hi)) in panels.into_iter().enumerate() {
+    for (area, what, lo, hi, points) in panels {
         let mut chart = ChartBuilder::on(area)
             .caption(
                 format!("{} vs tokens ({})", what, env.column_label(split)),
@@ -332,28 +384,12 @@ fn token_efficiency(
             .draw()?;
         let mut placed: Vec<(f64, f64)> = Vec::new();
         for (i, m) in profile.methods.iter().enumerate() {
-            let Some(c) = here.iter().find(|c| &c.method == m) else {
+            let Some(j) = here.iter().position(|c| &c.method == m) else {
                 continue;
             };
+            let c = here[j];
             let color = PALETTE[i % PALETTE.len()];
-            let y = if k == 0 {
-                c.summary.success.mean
-            } else {
-                c.summary.mean_score
-            };
-            // 95 % t-interval over seeds: the cell's own for success, per-seed mean scores.
-            let half = if k == 0 {
-                c.summary.success.half_width
-            } else {
-                let mut per_seed: BTreeMap<u64, (f64, usize)> = BTreeMap::new();
-                for r in &c.results {
-                    let e = per_seed.entry(r.seed).or_default();
-                    e.0 += r.score;
-                    e.1 += 1;
-                }
-                let means: Vec<f64> = per_seed.values().map(|(s, n)| s / *n as f64).collect();
-                estimate(&means).half_width
-            };
+            let (y, half) = points[j];
             let x = c.summary.mean_tokens / 1000.0;
             if let Some(h) = half {
                 chart.draw_series(std::iter::once(PathElement::new(
@@ -361,26 +397,39 @@ fn token_efficiency(
                     color.stroke_width(2),
                 )))?;
             }
-            let e = efficiency
-                .get(&format!("{m}/{env}/{split:?}"))
-                .map_or("n/a".to_owned(), |v| format!("{v:.2}"));
+            // Success per token relative to ReAct; undefined where either has no success.
+            let label = match efficiency.get(&format!("{m}/{env}/{split:?}")) {
+                Some(v) => format!("{}: {v:.2} × ReAct", m.label()),
+                None => format!("{} (ratio to ReAct n/a)", m.label()),
+            };
             chart.draw_series(std::iter::once(Circle::new(
                 (x, y),
                 9,
                 color.mix(0.6).filled(),
             )))?;
-            // The label beside its bubble, moved down past labels already placed nearby.
+            // The label beside its bubble: at its height when free, else the nearest free
+            // row above or below it (alternating) inside the frame.
             let step = (hi - lo) * 0.045;
-            let mut ly = y + step * 0.3;
-            while placed
-                .iter()
-                .any(|(px, py): &(f64, f64)| (px / x).ln().abs() < 0.4 && (py - ly).abs() < step)
-            {
-                ly -= step;
-            }
+            let free = |ly: f64| {
+                !placed.iter().any(|(px, py): &(f64, f64)| {
+                    (px / x).ln().abs() < 0.4 && (py - ly).abs() < step
+                })
+            };
+            let ly = (0..40)
+                .map(|k| {
+                    y + step * 0.3
+                        + step
+                            * if k % 2 == 0 {
+                                -(k as f64) / 2.0
+                            } else {
+                                (k as f64 + 1.0) / 2.0
+                            }
+                })
+                .find(|ly| free(*ly) && *ly > lo + step && *ly < hi - step)
+                .unwrap_or(y);
             placed.push((x, ly));
             chart.draw_series(std::iter::once(Text::new(
-                format!("{} ({e})", m.label()),
+                label,
                 (x * 1.12, ly),
                 ("sans-serif", 13).into_font().color(&color),
             )))?;
@@ -388,6 +437,32 @@ fn token_efficiency(
     }
     root.present()?;
     Ok(())
+}
+
+/// The highest whisker top and lowest whisker bottom of `(mean, 95 % half-width)` points, with 0
+/// inside the range.
+fn whisker_span(points: &[Point]) -> (f64, f64) {
+    points.iter().fold((0.0, 0.0), |(lo, hi), (y, h)| {
+        let h = h.unwrap_or(0.0);
+        (f64::min(lo, y - h), f64::max(hi, y + h))
+    })
+}
+
+/// A success-% axis for points: a quarter above the highest whisker, at least 5 points, at
+/// most the 100 % bound (a 0–100 frame for cells of 0–8 % hides their differences), with a
+/// margin so marks at 0 and at the top are not cut.
+fn success_axis(points: &[Point]) -> (f64, f64) {
+    let (_, top) = whisker_span(points);
+    let hi = (1.25 * top).clamp(5.0, 100.0) + 2.0;
+    (-0.04 * hi, hi)
+}
+
+/// A score axis for points: their whiskers' span (at least 0.04 wide), a quarter of it above
+/// (labels sit beside the marks) and a tenth below.
+fn score_axis(points: &[Point]) -> (f64, f64) {
+    let (lo, hi) = whisker_span(points);
+    let span = (hi - lo).max(0.04);
+    (lo - 0.1 * span, hi + 0.25 * span)
 }
 
 /// Quartiles by linear interpolation (NumPy's default).
@@ -620,6 +695,25 @@ mod tests {
             .map(|c| cell(c.method, c.env, c.split, |_, _| false))
             .collect();
         success_bars(&figures.join("zero.png"), &profile, &zero).unwrap();
+    }
+
+    #[test]
+    fn axes_fit_their_points_and_whiskers() {
+        // Cells of 3 % and 5.3 ± 2.9 %: whisker top 8.2 → 1.25 × 8.2 + 2 = 12.25.
+        let (lo, hi) = success_axis(&[(3.0, Some(0.0)), (5.3, Some(2.9)), (0.0, None)]);
+        assert!(
+            (hi - 12.25).abs() < 1e-9 && (lo + 0.49).abs() < 1e-9,
+            "{lo} {hi}"
+        );
+        // All zero: still a 0–5 frame (plus margin); near 100: capped at the bound.
+        assert_eq!(success_axis(&[(0.0, None)]).1, 7.0);
+        assert_eq!(success_axis(&[(90.0, Some(8.0))]).1, 102.0);
+        // Scores −0.1 ± 0.05 and 0.05: span [−0.15, 0.05] = 0.2 → [−0.17, 0.10].
+        let (lo, hi) = score_axis(&[(-0.1, Some(0.05)), (0.05, None)]);
+        assert!(
+            (lo + 0.17).abs() < 1e-9 && (hi - 0.10).abs() < 1e-9,
+            "{lo} {hi}"
+        );
     }
 
     /// By hand: 8 of 10 → centre (0.8 + 0.192) / 1.384 = 0.7168, half-width
