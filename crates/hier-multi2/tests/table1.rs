@@ -20,6 +20,7 @@ fn smoke_profile_runs_every_stage_and_resumes_after_an_interruption() {
         memory_limit_mib: None,
         max_nonfinite: 0,
         prefix_cache_mib: hier_train::policy::DEFAULT_PREFIX_CACHE_MIB,
+        report_only: false,
     };
     let first = run(&profile, &cfg).unwrap();
     assert!(!first.complete, "the run must stop after 4 stages");
@@ -211,4 +212,38 @@ fn smoke_profile_runs_every_stage_and_resumes_after_an_interruption() {
             .unwrap();
     assert_eq!(again["learning_curves"], json["learning_curves"]);
     assert_eq!(again["claims"], json["claims"]);
+
+    // Every method and environment has its sample episodes, linked from the table.
+    for env in &profile.envs {
+        for m in &profile.methods {
+            let name = format!("{env}-{}.md", m.name());
+            let traces = std::fs::read_to_string(out.path().join("traces").join(&name))
+                .unwrap_or_else(|e| panic!("traces/{name}: {e}"));
+            assert!(traces.contains("**Step 1**"), "{name}: {traces}");
+            assert!(md.contains(&format!("(traces/{name})")), "{name}");
+        }
+    }
+
+    // A report-only run with one evaluation gone (ReAct's on TextCraft) plays and trains
+    // nothing — not that evaluation either — and reports the other cells, that one as not done.
+    for entry in std::fs::read_dir(&stages).unwrap() {
+        let dir = entry.unwrap().path();
+        if (dir.file_name().unwrap().to_string_lossy()).starts_with("eval-react-textcraft-") {
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+    let before = std::fs::read_dir(&stages).unwrap().count();
+    cfg.report_only = true;
+    let fifth = run(&profile, &cfg).unwrap();
+    assert!(fifth.stages.iter().all(|s| s.cached), "{:?}", fifth.stages);
+    assert_eq!(std::fs::read_dir(&stages).unwrap().count(), before);
+    let only: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("table1.json")).unwrap())
+            .unwrap();
+    assert_eq!(only["cells"].as_array().unwrap().len(), 34);
+    let md = std::fs::read_to_string(out.path().join("table1.md")).unwrap();
+    assert!(
+        md.contains("Report only") && md.contains("not done"),
+        "{md}"
+    );
 }

@@ -74,6 +74,7 @@ fn config(out: PathBuf) -> RunConfig {
         memory_limit_mib: None,
         max_nonfinite: 0,
         prefix_cache_mib: hier_train::policy::DEFAULT_PREFIX_CACHE_MIB,
+        report_only: false,
     }
 }
 

@@ -24,6 +24,7 @@ fn the_smoke_profile_writes_every_row_and_resumes() {
         memory_limit_mib: None,
         max_nonfinite: 0,
         prefix_cache_mib: hier_train::policy::DEFAULT_PREFIX_CACHE_MIB,
+        report_only: false,
     };
     let a = tmp.path().join("a");
     let report = run(&p, &cfg(a.clone(), None)).unwrap();

@@ -25,6 +25,7 @@ fn the_smoke_profile_runs_every_stage_writes_its_outputs_and_resumes() {
         memory_limit_mib: None,
         max_nonfinite: 0,
         prefix_cache_mib: hier_train::policy::DEFAULT_PREFIX_CACHE_MIB,
+        report_only: false,
     };
     let a = tmp.path().join("a");
     let report = run(&p, &cfg(a.clone(), None)).unwrap();

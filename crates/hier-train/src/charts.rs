@@ -80,8 +80,8 @@ pub fn series_top(series: &[Series], bound: f64) -> f64 {
 }
 
 /// An axis top for bars of a quantity bounded by `bound`: a quarter above the highest bar or
-/// whisker (room for the legend in the top-right corner), at least 5 so a frame of zeros
-/// still has a scale.
+/// whisker (room for the value labels above the bars), at least 5 so a frame of zeros still
+/// has a scale.
 pub fn headroom(series: &[Series], bound: f64) -> f64 {
     (1.25 * series_top(series, bound)).max(5.0)
 }
@@ -103,7 +103,9 @@ fn bar_label(v: f64) -> String {
 
 /// Grouped bars: one group per name in `groups`, one bar per series, whiskers = the 95 %
 /// half-widths, each bar's value written above it; non-finite values are left out (no bar, no
-/// label), so an empty group shows as empty. When every bar is 0 the frame says so in words.
+/// label), so an empty group shows as empty, and a series with no bar at all takes no slot
+/// (the legend, right of the frame, names it as not run). When every bar is 0 the frame says
+/// so in words.
 pub fn grouped_bars(
     path: &Path,
     title: &str,
@@ -126,11 +128,13 @@ pub fn grouped_bars_bounded(
     groups: &[String],
     series: &[Series],
 ) -> Drawn {
-    let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
+    let root = BitMapBackend::new(path, (1100, 540)).into_drawing_area();
     root.fill(&WHITE)?;
+    let body = root.titled(title, ("sans-serif", 22))?;
+    // The legend gets its own strip right of the frame, so it covers no bar, whisker or label.
+    let (plot, side) = body.split_horizontally(body.dim_in_pixel().0 - 170);
     let n = groups.len().max(1) as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
+    let mut chart = ChartBuilder::on(&plot)
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(48)
@@ -156,7 +160,12 @@ pub fn grouped_bars_bounded(
             centred.clone(),
         )
     }))?;
-    let k = series.len().max(1) as f64;
+    // Only series with a bar somewhere take a slot in the groups; each keeps its palette
+    // colour by its position in `series`, so a method has one colour across figures.
+    let (shown, empty): (Vec<usize>, Vec<usize>) =
+        (0..series.len()).partition(|&s| series[s].1.iter().any(|(v, _)| v.is_finite()));
+    legend_strip(&side, series, &shown, &empty)?;
+    let k = shown.len().max(1) as f64;
     let width = 0.8 / k;
     // The middle of series `s`'s bar in group `g` (its whisker and its label).
     let centre = |g: usize, s: usize| g as f64 + 0.1 + (s as f64 + 0.45) * width;
@@ -167,21 +176,19 @@ pub fn grouped_bars_bounded(
             plotters::style::text_anchor::HPos::Center,
             plotters::style::text_anchor::VPos::Bottom,
         ));
-    for (s, (name, values)) in series.iter().enumerate() {
-        let color = PALETTE[s % PALETTE.len()];
-        chart
-            .draw_series(
-                values
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, (v, _))| v.is_finite())
-                    .map(|(g, (v, _))| {
-                        let x0 = g as f64 + 0.1 + s as f64 * width;
-                        Rectangle::new([(x0, 0.0), (x0 + width * 0.9, *v)], color.filled())
-                    }),
-            )?
-            .label(name.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+    for (s, &index) in shown.iter().enumerate() {
+        let values = &series[index].1;
+        let color = PALETTE[index % PALETTE.len()];
+        chart.draw_series(
+            values
+                .iter()
+                .enumerate()
+                .filter(|(_, (v, _))| v.is_finite())
+                .map(|(g, (v, _))| {
+                    let x0 = g as f64 + 0.1 + s as f64 * width;
+                    Rectangle::new([(x0, 0.0), (x0 + width * 0.9, *v)], color.filled())
+                }),
+        )?;
         chart.draw_series(values.iter().enumerate().filter_map(|(g, (v, h))| {
             let h = (*h)?;
             let x = centre(g, s);
@@ -218,17 +225,37 @@ pub fn grouped_bars_bounded(
             TextStyle::from(("sans-serif", 20).into_font()).pos(centred.pos),
         )))?;
     }
-    chart
-        // Top right, in the headroom above the bars that callers leave (`y_max` ≈ 1.25 × the
-        // tallest bar with its whisker); plotters' default (middle right) sits on the last
-        // group's bars.
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()?;
     root.present()?;
+    Ok(())
+}
+
+/// The legend of [`grouped_bars_bounded`] in its own strip: a swatch and name per drawn
+/// series, then the series that have no bar at all, named, so that a missing method is not
+/// mistaken for one at zero.
+fn legend_strip<DB: DrawingBackend>(
+    side: &DrawingArea<DB, plotters::coord::Shift>,
+    series: &[Series],
+    shown: &[usize],
+    empty: &[usize],
+) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let font = ("sans-serif", 14).into_font();
+    let row = 22;
+    let mut y = 24;
+    for &s in shown {
+        let color = PALETTE[s % PALETTE.len()];
+        side.draw(&Rectangle::new([(4, y - 6), (16, y + 6)], color.filled()))?;
+        side.draw(&Text::new(series[s].0.clone(), (24, y - 8), font.clone()))?;
+        y += row;
+    }
+    if !empty.is_empty() {
+        y += row / 2;
+        let grey = font.clone().color(&RGBColor(110, 110, 110));
+        side.draw(&Text::new("no bars (not run):", (4, y - 8), grey.clone()))?;
+        for &s in empty {
+            y += row;
+            side.draw(&Text::new(series[s].0.clone(), (14, y - 8), grey.clone()))?;
+        }
+    }
     Ok(())
 }
 

@@ -109,6 +109,19 @@ pub enum Error {
     /// A figure could not be drawn (the plotting library's message).
     #[error("drawing figures: {0}")]
     Figure(String),
+    /// A report-only run ([`crate::stages::RunConfig::report_only`]) needs a stage that is
+    /// not done.
+    #[error(
+        "stage {stage} is not done ({}) and a report-only run trains and plays nothing; run it \
+         without --report-only first",
+        dir.display()
+    )]
+    NotDone {
+        /// The stage's name.
+        stage: String,
+        /// Its directory.
+        dir: PathBuf,
+    },
     /// Another process is running this stage (it holds the stage directory's `LOCK`).
     #[error(
         "{}: another process is running this stage (it holds LOCK); wait for it to finish, \

@@ -112,6 +112,10 @@ pub struct RunConfig {
     /// ([`crate::policy::BackbonePolicy::prefix_cache`]; 0: recompute every prompt). Results do
     /// not depend on it (to float rounding), so it is no part of any stage's key.
     pub prefix_cache_mib: usize,
+    /// Run nothing: every stage must be done ([`Error::NotDone`] names the first that is
+    /// not). A pipeline that reports cells (Table 1) leaves out those whose evaluation is not
+    /// done and reports the rest.
+    pub report_only: bool,
 }
 
 impl RunConfig {
@@ -239,6 +243,13 @@ impl Stages<'_> {
             return Ok(dir);
         }
         if !cached {
+            if self.cfg.report_only {
+                return Err(Error::NotDone {
+                    stage: name.into(),
+                    dir,
+                }
+                .into());
+            }
             if self.cfg.stop_after_stages.is_some_and(|k| self.ran >= k) {
                 return Err(Error::Stopped.into());
             }
@@ -428,6 +439,7 @@ mod tests {
             memory_limit_mib: None,
             max_nonfinite: 0,
             prefix_cache_mib: 0,
+            report_only: false,
         }
     }
 
@@ -488,6 +500,45 @@ mod tests {
             .unwrap();
         assert!(dir2.join("DONE").exists());
         assert!(!dir2.join("LOCK").exists());
+    }
+
+    /// A report-only run reuses done stages and refuses, naming it, one that is not done —
+    /// without running it or making its directory.
+    #[test]
+    fn a_report_only_run_runs_nothing() {
+        let out = tempfile::tempdir().unwrap();
+        let cfg = RunConfig {
+            report_only: true,
+            ..config(out.path())
+        };
+        let mut st = Stages {
+            cfg: &cfg,
+            records: Vec::new(),
+            ran: 0,
+            planning: None,
+        };
+        let done = st.dir("data-x", &serde_json::json!(1));
+        std::fs::create_dir_all(&done).unwrap();
+        std::fs::write(done.join("DONE"), "{}").unwrap();
+        let mut ran = false;
+        let mut work = |_: &Path| -> Result<()> {
+            ran = true;
+            Ok(())
+        };
+        assert_eq!(
+            st.run("data-x", serde_json::json!(1), &mut work).unwrap(),
+            done
+        );
+        let err = st
+            .run("sft-x", serde_json::json!(2), &mut work)
+            .unwrap_err();
+        let missing = st.dir("sft-x", &serde_json::json!(2));
+        assert!(
+            matches!(&err, Error::NotDone { stage, dir } if stage == "sft-x" && dir == &missing)
+        );
+        assert!(err.to_string().contains("--report-only"), "{err}");
+        assert!(!ran && !missing.exists());
+        assert_eq!(st.records().len(), 1);
     }
 
     #[test]

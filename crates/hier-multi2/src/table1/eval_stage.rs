@@ -1,6 +1,8 @@
 //! A method's evaluation as stages: one per evaluation seed ([`EvalPart`]), each resumable from
 //! its journal ([`EVAL_JOURNAL`]), found done by a planning pass that trains nothing.
 
+use std::path::PathBuf;
+
 use hier_train::eval::EpisodeResult;
 use hier_train::stages::read_jsonl;
 use hier_train::upstream;
@@ -64,14 +66,15 @@ impl Ctx<'_, '_> {
     /// evaluation's keys from its training stages' keys, so evaluations restored into
     /// `stages/` — e.g. committed by an earlier session whose `runs/` is gone — stand without
     /// the training stages that made them (the learning curve then needs the online stage's
-    /// `curve.jsonl`).
+    /// `curve.jsonl`). `None`: the evaluation is not done and the run is report-only
+    /// ([`hier_train::stages::RunConfig::report_only`]), so the cell is left out.
     pub(super) fn for_evaluation(
         &mut self,
         stage: &str,
         method: &str,
         spec: &EvalSpec,
         train: impl Fn(&mut Self) -> Result<Trained>,
-    ) -> Result<Trained> {
+    ) -> Result<Option<Trained>> {
         self.st.begin_planning();
         let planned = train(self);
         let done = planned
@@ -79,9 +82,12 @@ impl Ctx<'_, '_> {
             .is_ok_and(|p| self.eval_stages(stage, method, p, spec).done);
         self.st.end_planning(done);
         if done {
-            return planned;
+            return planned.map(Some);
         }
-        train(self)
+        if self.st.cfg.report_only {
+            return Ok(None);
+        }
+        train(self).map(Some)
     }
 
     /// The evaluation stages of `trained` under `spec`: one per evaluation seed
@@ -134,7 +140,7 @@ impl Ctx<'_, '_> {
     }
 
     /// Evaluates `trained` in the stages `<stage>-<env>` of [`Self::eval_stages`]; returns
-    /// their episodes, seed by seed.
+    /// their episodes, seed by seed, and the stages' directories in the same order.
     pub(super) fn evaluate(
         &mut self,
         stage: &str,
@@ -142,12 +148,14 @@ impl Ctx<'_, '_> {
         trained: &Trained,
         tasks: &[SplitTasks],
         spec: &EvalSpec,
-    ) -> Result<Vec<EpisodeResult>> {
-        let mut episodes = Vec::new();
+    ) -> Result<(Vec<EpisodeResult>, Vec<PathBuf>)> {
+        let (mut episodes, mut dirs) = (Vec::new(), Vec::new());
         for part in self.eval_stages(stage, method, trained, spec).parts {
-            episodes.extend(self.evaluate_part(stage, method, trained, tasks, &part)?);
+            let (played, dir) = self.evaluate_part(stage, method, trained, tasks, &part)?;
+            episodes.extend(played);
+            dirs.push(dir);
         }
-        Ok(episodes)
+        Ok((episodes, dirs))
     }
 
     /// One evaluation stage: `trained` under `part`.
@@ -158,7 +166,7 @@ impl Ctx<'_, '_> {
         trained: &Trained,
         tasks: &[SplitTasks],
         part: &EvalPart,
-    ) -> Result<Vec<EpisodeResult>> {
+    ) -> Result<(Vec<EpisodeResult>, PathBuf)> {
         let key = self.eval_key(method, trained, part);
         let (spec, prompted) = (&part.spec, &part.prompted);
         let (lm, tok, env, d, max_len) = (&*self.lm, self.tok, self.env, self.d, self.max_len());
@@ -213,7 +221,7 @@ impl Ctx<'_, '_> {
         if upstream::check(&dir, &digests)? == upstream::Checked::Unrecorded {
             self.warn_if_trained_since(&dir, trained);
         }
-        Ok(read_jsonl(&dir.join("episodes.jsonl"))?)
+        Ok((read_jsonl(&dir.join("episodes.jsonl"))?, dir))
     }
 
     /// A done evaluation written before stages recorded their adapters' digests cannot be

@@ -307,19 +307,27 @@ type Panel<'a, DB> = (
     &'a [Point],
 );
 
-/// Success (left) and mean final score (right) against tokens per episode on the first column
-/// the paper's figure would use (ScienceWorld ID when it ran); each bubble is a method, labelled
-/// with its success per token relative to ReAct (`n/a` where undefined).
+/// Success (left) and mean final score (right) against tokens per episode on the ID column
+/// where most methods ran (ScienceWorld ID, the paper's figure, on ties); each bubble is a
+/// method, labelled with its success per token relative to ReAct (`n/a` where undefined).
 fn token_efficiency(
     path: &Path,
     profile: &Profile,
     cells: &[Cell],
     efficiency: &BTreeMap<String, f64>,
 ) -> Drawn {
-    let Some((env, split)) = crate::envs::REGISTRY
-        .iter()
-        .map(|s| (s.kind, Split::Id))
-        .find(|(e, s)| cells.iter().any(|c| c.env == *e && c.split == *s))
+    // The ID column where most methods ran; on ties the registry's first (ScienceWorld, the
+    // paper's figure).
+    let Some((env, split)) = (crate::envs::REGISTRY.iter().enumerate())
+        .map(|(i, s)| {
+            let ran = (cells.iter())
+                .filter(|c| c.env == s.kind && c.split == Split::Id)
+                .count();
+            (ran, std::cmp::Reverse(i), (s.kind, Split::Id))
+        })
+        .filter(|(ran, _, _)| *ran > 0)
+        .max_by_key(|(ran, i, _)| (*ran, *i))
+        .map(|(_, _, column)| column)
     else {
         return Ok(());
     };
@@ -378,7 +386,14 @@ fn token_efficiency(
         chart
             .configure_mesh()
             .x_desc("thousand tokens per episode (log scale)")
-            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_labels(12)
+            .x_label_formatter(&|x| {
+                if *x >= 10.0 {
+                    format!("{x:.0}")
+                } else {
+                    format!("{x:.1}")
+                }
+            })
             .y_desc(what)
             .label_style(("sans-serif", 13))
             .draw()?;

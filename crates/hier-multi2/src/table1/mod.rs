@@ -18,6 +18,7 @@ pub mod figures;
 pub mod profile;
 pub mod report;
 pub mod results;
+pub mod traces;
 
 pub use profile::{
     Ablation, AblationSpec, DataOverride, DataSpec, EnvOverride, EvalSpec, Method, Profile,
@@ -148,6 +149,7 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
     let mut cells = Vec::new();
     let mut ablation_cells = Vec::new();
     let mut curves: BTreeMap<String, Vec<CurvePoint>> = BTreeMap::new();
+    let mut sample_traces: Vec<traces::MethodTraces> = Vec::new();
     // The main table first, for every environment; then the ablations (most of the compute),
     // so that an interrupted run has its table's stages done.
     for (ablating, (env_name, d)) in [false, true]
@@ -171,14 +173,28 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
         };
         for method in profile.methods.iter().filter(|_| !ablating) {
             let stage = format!("eval-{method}");
-            let trained = ctx.for_evaluation(&stage, method.name(), &profile.eval, |c| {
+            let Some(trained) = ctx.for_evaluation(&stage, method.name(), &profile.eval, |c| {
                 c.method(*method, profile.seed)
-            })?;
+            })?
+            else {
+                continue;
+            };
             if let Some(c) = &trained.curve {
                 curves.insert(env_name.to_string(), c.clone());
             }
-            let results =
+            let (results, dirs) =
                 ctx.evaluate(&stage, method.name(), &trained, &eval_tasks, &profile.eval)?;
+            if let Some(first) = dirs.first() {
+                let reflexion = matches!(trained.agent, Agent::Reflexion);
+                sample_traces.push(traces::MethodTraces {
+                    method: *method,
+                    env: *env_name,
+                    stage: first
+                        .file_name()
+                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                    samples: traces::pick(first, reflexion, &eval_tasks)?,
+                });
+            }
             for (split, tasks, _) in &eval_tasks {
                 cells.push(Cell::new(
                     *method,
@@ -211,9 +227,12 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
         for &seed in &ab.seeds {
             for &variant in &ab.variants {
                 let stage = format!("ablation-{variant}-s{seed}");
-                let trained = ctx
-                    .for_evaluation(&stage, variant.name(), &spec, |c| c.variant(variant, seed))?;
-                let results = ctx.evaluate(&stage, variant.name(), &trained, &tasks, &spec)?;
+                let Some(trained) = ctx
+                    .for_evaluation(&stage, variant.name(), &spec, |c| c.variant(variant, seed))?
+                else {
+                    continue;
+                };
+                let (results, _) = ctx.evaluate(&stage, variant.name(), &trained, &tasks, &spec)?;
                 for (split, ts, _) in &tasks {
                     ablation_cells.push(AblationCell {
                         variant,
@@ -229,9 +248,12 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
     crate::table1::report::write(
         profile,
         cfg,
-        &cells,
-        &ablation_cells,
-        &curves,
+        report::Measured {
+            cells: &cells,
+            ablation_cells: &ablation_cells,
+            curves: &curves,
+            traces: &sample_traces,
+        },
         st.records(),
         started.elapsed().as_secs_f64(),
     )

@@ -1,6 +1,7 @@
 //! The outputs of `reproduce table1`: `table1.md` (ours, then the paper's numbers in a
 //! separate, labelled table, then the ablations), `table1.json` (everything), `table1.csv` (one
-//! row per cell), `ablations.csv` (one row per variant, seed and split) and the figures.
+//! row per cell), `ablations.csv` (one row per variant, seed and split), the figures and
+//! `traces/` (sample episodes, [`crate::table1::traces`]).
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,7 @@ use crate::error::Result;
 use crate::online_rl::CurvePoint;
 use crate::table1::profile::{Method, Profile};
 use crate::table1::results::{AblationCell, AblationRow, Cell, ablation_rows};
+use crate::table1::traces::MethodTraces;
 use hier_train::metrics::token_efficiency;
 use hier_train::metrics::{estimate, paired_by_key, show_paired};
 use hier_train::stages::write_json;
@@ -97,16 +99,32 @@ fn paired_section(profile: &Profile, cells: &[Cell]) -> String {
     if any { md } else { String::new() }
 }
 
-/// Writes `table1.{md,json,csv}` and the figures into `cfg.out`.
+/// What a run measured, as the report reads it.
+pub struct Measured<'a> {
+    /// The main table's cells (method × column).
+    pub cells: &'a [Cell],
+    /// The ablations' cells (variant × training seed × split).
+    pub ablation_cells: &'a [AblationCell],
+    /// Multi²'s offline → online learning curve per environment.
+    pub curves: &'a BTreeMap<String, Vec<CurvePoint>>,
+    /// Sample episodes per method and environment.
+    pub traces: &'a [MethodTraces],
+}
+
+/// Writes `table1.{md,json,csv}`, the figures and `traces/` into `cfg.out`.
 pub fn write(
     profile: &Profile,
     cfg: &RunConfig,
-    cells: &[Cell],
-    ablation_cells: &[AblationCell],
-    curves: &BTreeMap<String, Vec<CurvePoint>>,
+    measured: Measured<'_>,
     stages: &[StageRecord],
     wall_seconds: f64,
 ) -> Result<()> {
+    let Measured {
+        cells,
+        ablation_cells,
+        curves,
+        traces: sample_traces,
+    } = measured;
     let find = |m: Method, env: EnvKind, split: Split| {
         cells
             .iter()
@@ -137,6 +155,9 @@ pub fn write(
         profile.eval.seeds,
         profile.eval.tasks_per_split
     ));
+    if cfg.report_only {
+        md.push_str("Report only (`--report-only`): assembled from the stages done in this directory, nothing trained or played; a cell whose evaluation is not done reads *not done*.\n\n");
+    }
     md.push_str("## Ours: success % (mean over seeds ± 95 % t-interval half-width; ᵉ: one evaluation seed, the t-interval over the cell's episodes)\n\n");
     let columns: Vec<(EnvKind, Split, String)> = crate::envs::columns()
         .map(|(e, s)| (e, s, e.column_label(s)))
@@ -161,6 +182,7 @@ pub fn write(
                             None => format!("{:.1}", e.mean),
                         }
                     }
+                    None if cfg.report_only => "not done".to_owned(),
                     None => "—".to_owned(),
                 }
             };
@@ -291,7 +313,18 @@ pub fn write(
         }
         hier_backbone::write_atomic(&cfg.out.join("ablations.csv"), csv.as_bytes())?;
     }
+    if !sample_traces.is_empty() {
+        md.push_str(&format!(
+            "\nSample episodes, step by step (per method and environment, the first solved and the first failed episode of each split): {}.\n",
+            sample_traces
+                .iter()
+                .map(|t| format!("[{0}-{1}](traces/{0}-{1}.md)", t.env.name(), t.method.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     hier_backbone::write_atomic(&cfg.out.join("table1.md"), md.as_bytes())?;
+    crate::table1::traces::write(&cfg.out, &profile.name, sample_traces)?;
 
     let mut csv = String::from(
         "method,env,split,success_mean,success_half_width,seeds,episodes,mean_score,mean_tokens,mean_steps\n",
