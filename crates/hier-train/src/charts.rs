@@ -104,7 +104,7 @@ fn bar_label(v: f64) -> String {
 /// Grouped bars: one group per name in `groups`, one bar per series, whiskers = the 95 %
 /// half-widths, each bar's value written above it; non-finite values are left out (no bar, no
 /// label), so an empty group shows as empty, and a series with no bar at all takes no slot
-/// (the legend, right of the frame, names it as not run). When every bar is 0 the frame says
+/// (the legend, right of the frame, names it as not measured). When every bar is 0 the frame says
 /// so in words.
 pub fn grouped_bars(
     path: &Path,
@@ -250,7 +250,11 @@ fn legend_strip<DB: DrawingBackend>(
     if !empty.is_empty() {
         y += row / 2;
         let grey = font.clone().color(&RGBColor(110, 110, 110));
-        side.draw(&Text::new("no bars (not run):", (4, y - 8), grey.clone()))?;
+        side.draw(&Text::new(
+            "no bar (not measured):",
+            (4, y - 8),
+            grey.clone(),
+        ))?;
         for &s in empty {
             y += row;
             side.draw(&Text::new(series[s].0.clone(), (14, y - 8), grey.clone()))?;

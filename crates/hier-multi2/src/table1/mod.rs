@@ -189,9 +189,7 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
                 sample_traces.push(traces::MethodTraces {
                     method: *method,
                     env: *env_name,
-                    stage: first
-                        .file_name()
-                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                    stage: Stages::upstream(first),
                     samples: traces::pick(first, reflexion, &eval_tasks)?,
                 });
             }
