@@ -296,6 +296,9 @@ fn difficulty(cells: &[Cell]) -> Vec<Claim> {
         let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len().max(1) as f64;
         let d = two_sample_bootstrap(&easy, &hard);
         let floor = easy.iter().chain(&medium).chain(&hard).all(|&v| v == 0.0);
+        // "Flat" within ±FLAT_BOUND says nothing when Easy itself is below the bound: a fall
+        // to 0 would read as flat too.
+        let below_bound = mean(&easy) < FLAT_BOUND;
         out.push(Claim {
             claim: if flat {
                 format!("(c) {who} flat from Easy to Hard (ID columns)")
@@ -314,6 +317,9 @@ fn difficulty(cells: &[Cell]) -> Vec<Claim> {
             ),
             verdict: match (floor, flat) {
                 (true, _) => "no power (0 % at every difficulty)".into(),
+                (false, true) if below_bound => format!(
+                    "no power (Easy below the ±{FLAT_BOUND}-point bound: a fall to 0 would read as flat)"
+                ),
                 (false, true) => verdict_small(&d, FLAT_BOUND),
                 (false, false) => verdict(&d, false).into(),
             },
@@ -710,6 +716,13 @@ mod tests {
             "{b:?}"
         );
         assert_eq!(b.verdict, "holds");
+        // Multi² solves task 0 once (Easy, tasks 0–9: 5 %) and nothing else: within ±10 points, but Easy itself is below the bound, so a
+        // fall could not show: no power, not "holds".
+        let low = claims(&[mk(Method::Multi2, |t, s| t == 0 && s == 0)], &[]);
+        assert_eq!(
+            find(&low, "(c) Multi²").verdict,
+            "no power (Easy below the ±10-point bound: a fall to 0 would read as flat)"
+        );
         // Every method at 0 %: no power, whatever the (zero-width) interval says.
         let zero = claims(&[mk(Method::Multi2, |_, _| false)], &[]);
         assert_eq!(
