@@ -96,8 +96,7 @@ pub const DETERMINISTIC_JAVA_OPTS: [&str; 2] =
 /// (a quarter of physical memory) each simulator grew to ≈ 2.8 GB, and concurrent evaluations
 /// (one JVM per parallel environment, 8 each) beside a training run exhausted 24 GB; at 1.5 GB
 /// data generation (240 episodes with gold paths) and evaluations of 200 episodes ran without
-/// a heap error. The heap
-/// bounds memory only: the simulator's text does not depend on it.
+/// a heap error. The heap bounds memory only: the simulator's text does not depend on it.
 pub const DEFAULT_MAX_HEAP: &str = "-Xmx1536m";
 
 impl Config {

@@ -146,18 +146,20 @@ fn chain(links: &[(&str, &Option<PairedDifference>)]) -> String {
 /// still refutes it.
 fn ordering(cells: &[Cell], env: EnvKind, split: Split) -> Claim {
     let level = |name: &str, ms: &[Method]| {
-        let (ran, missing): (Vec<Method>, Vec<Method>) = ms
-            .iter()
-            .partition(|m| success_of(cells, **m, env, split).is_some());
-        let maps: Vec<Keyed> = ran
-            .iter()
-            .filter_map(|m| success_of(cells, *m, env, split))
-            .collect();
+        let (mut ran, mut maps, mut missing) = (Vec::new(), Vec::new(), Vec::new());
+        for &m in ms {
+            match success_of(cells, m, env, split) {
+                Some(keyed) => {
+                    ran.push(m.label());
+                    maps.push(keyed);
+                }
+                None => missing.push(m),
+            }
+        }
         let label = if missing.is_empty() || ran.is_empty() {
             name.to_owned()
         } else {
-            let names = |ms: &[Method]| ms.iter().map(|m| m.label()).collect::<Vec<_>>().join(", ");
-            format!("{name} [{} only]", names(&ran))
+            format!("{name} [{} only]", ran.join(", "))
         };
         (label, group(&maps), missing)
     };
@@ -716,8 +718,9 @@ mod tests {
             "{b:?}"
         );
         assert_eq!(b.verdict, "holds");
-        // Multi² solves task 0 once (Easy, tasks 0–9: 5 %) and nothing else: within ±10 points, but Easy itself is below the bound, so a
-        // fall could not show: no power, not "holds".
+        // Multi² solves task 0 once (Easy, tasks 0–9: 5 %) and nothing else: within ±10
+        // points, but Easy itself is below the bound, so a fall could not show: no power, not
+        // "holds".
         let low = claims(&[mk(Method::Multi2, |t, s| t == 0 && s == 0)], &[]);
         assert_eq!(
             find(&low, "(c) Multi²").verdict,

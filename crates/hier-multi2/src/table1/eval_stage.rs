@@ -140,7 +140,7 @@ impl Ctx<'_, '_> {
     }
 
     /// Evaluates `trained` in the stages `<stage>-<env>` of [`Self::eval_stages`]; returns
-    /// their episodes, seed by seed, and the stages' directories in the same order.
+    /// each stage's directory and episodes, seed by seed.
     pub(super) fn evaluate(
         &mut self,
         stage: &str,
@@ -148,14 +148,10 @@ impl Ctx<'_, '_> {
         trained: &Trained,
         tasks: &[SplitTasks],
         spec: &EvalSpec,
-    ) -> Result<(Vec<EpisodeResult>, Vec<PathBuf>)> {
-        let (mut episodes, mut dirs) = (Vec::new(), Vec::new());
-        for part in self.eval_stages(stage, method, trained, spec).parts {
-            let (played, dir) = self.evaluate_part(stage, method, trained, tasks, &part)?;
-            episodes.extend(played);
-            dirs.push(dir);
-        }
-        Ok((episodes, dirs))
+    ) -> Result<Vec<(PathBuf, Vec<EpisodeResult>)>> {
+        (self.eval_stages(stage, method, trained, spec).parts.iter())
+            .map(|part| self.evaluate_part(stage, method, trained, tasks, part))
+            .collect()
     }
 
     /// One evaluation stage: `trained` under `part`.
@@ -166,7 +162,7 @@ impl Ctx<'_, '_> {
         trained: &Trained,
         tasks: &[SplitTasks],
         part: &EvalPart,
-    ) -> Result<(Vec<EpisodeResult>, PathBuf)> {
+    ) -> Result<(PathBuf, Vec<EpisodeResult>)> {
         let key = self.eval_key(method, trained, part);
         let (spec, prompted) = (&part.spec, &part.prompted);
         let (lm, tok, env, d, max_len) = (&*self.lm, self.tok, self.env, self.d, self.max_len());
@@ -221,7 +217,8 @@ impl Ctx<'_, '_> {
         if upstream::check(&dir, &digests)? == upstream::Checked::Unrecorded {
             self.warn_if_trained_since(&dir, trained);
         }
-        Ok((read_jsonl(&dir.join("episodes.jsonl"))?, dir))
+        let episodes = read_jsonl(&dir.join("episodes.jsonl"))?;
+        Ok((dir, episodes))
     }
 
     /// A done evaluation written before stages recorded their adapters' digests cannot be

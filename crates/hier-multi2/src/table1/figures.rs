@@ -463,12 +463,11 @@ fn whisker_span(points: &[Point]) -> (f64, f64) {
     })
 }
 
-/// A success-% axis for points: a quarter above the highest whisker, at least 5 points, at
-/// most the 100 % bound (a 0–100 frame for cells of 0–8 % hides their differences), with a
-/// margin so marks at 0 and at the top are not cut.
+/// A success-% axis for points: the bar charts' [`headroom`] above the highest whisker, at most
+/// the 100 % bound (a 0–100 frame for cells of 0–8 % hides their differences), with a margin
+/// so marks at 0 and at the top are not cut.
 fn success_axis(points: &[Point]) -> (f64, f64) {
-    let (_, top) = whisker_span(points);
-    let hi = (1.25 * top).clamp(5.0, 100.0) + 2.0;
+    let hi = headroom(&[(String::new(), points.to_vec())], 100.0).min(100.0) + 2.0;
     (-0.04 * hi, hi)
 }
 

@@ -42,7 +42,7 @@ use crate::roles::{
     executor_examples, executor_rl_examples, flat_examples, planner_examples, planner_rl_examples,
 };
 use crate::sys2::Heads;
-use hier_train::eval::{expert_lengths, spread, summarise};
+use hier_train::eval::{EpisodeResult, expert_lengths, spread, summarise};
 use hier_train::sft::sft_config;
 
 use crate::envs::EnvKind;
@@ -182,17 +182,18 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
             if let Some(c) = &trained.curve {
                 curves.insert(env_name.to_string(), c.clone());
             }
-            let (results, dirs) =
+            let parts =
                 ctx.evaluate(&stage, method.name(), &trained, &eval_tasks, &profile.eval)?;
-            if let Some(first) = dirs.first() {
+            if let Some((first, played)) = parts.first() {
                 let reflexion = matches!(trained.agent, Agent::Reflexion);
                 sample_traces.push(traces::MethodTraces {
                     method: *method,
                     env: *env_name,
                     stage: Stages::upstream(first),
-                    samples: traces::pick(first, reflexion, &eval_tasks)?,
+                    samples: traces::pick(first, played, reflexion, &eval_tasks)?,
                 });
             }
+            let results: Vec<EpisodeResult> = parts.into_iter().flat_map(|(_, r)| r).collect();
             for (split, tasks, _) in &eval_tasks {
                 cells.push(Cell::new(
                     *method,
@@ -230,7 +231,11 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
                 else {
                     continue;
                 };
-                let (results, _) = ctx.evaluate(&stage, variant.name(), &trained, &tasks, &spec)?;
+                let results: Vec<EpisodeResult> =
+                    (ctx.evaluate(&stage, variant.name(), &trained, &tasks, &spec)?)
+                        .into_iter()
+                        .flat_map(|(_, r)| r)
+                        .collect();
                 for (split, ts, _) in &tasks {
                     ablation_cells.push(AblationCell {
                         variant,

@@ -38,11 +38,15 @@ pub struct MethodTraces {
     pub samples: Vec<Sample>,
 }
 
-/// The episodes of a done evaluation stage `dir`, each with what it played: Reflexion's
-/// consecutive trials of one task are one episode (its result is pass@trials), every other
-/// agent's traces match its results one to one.
-fn episodes(dir: &Path, reflexion: bool) -> Result<Vec<(EpisodeResult, Vec<Trace>)>> {
-    let results: Vec<EpisodeResult> = read_jsonl(&dir.join("episodes.jsonl"))?;
+/// The episodes of a done evaluation stage `dir` (`results`: its `episodes.jsonl`, as the
+/// evaluation returned them), each with what it played: Reflexion's consecutive trials of one
+/// task are one episode (its result is pass@trials), every other agent's traces match its
+/// results one to one.
+fn episodes<'r>(
+    dir: &Path,
+    results: &'r [EpisodeResult],
+    reflexion: bool,
+) -> Result<Vec<(&'r EpisodeResult, Vec<Trace>)>> {
     let traces: Vec<Trace> = read_jsonl(&dir.join("traces.jsonl"))?;
     let mut runs: Vec<Vec<Trace>> = Vec::new();
     for t in traces {
@@ -59,13 +63,18 @@ fn episodes(dir: &Path, reflexion: bool) -> Result<Vec<(EpisodeResult, Vec<Trace
             results.len()
         )));
     }
-    Ok(results.into_iter().zip(runs).collect())
+    Ok(results.iter().zip(runs).collect())
 }
 
 /// For every split, the first solved and the first failed episode of the stage's first seed,
-/// in the order played.
-pub(super) fn pick(dir: &Path, reflexion: bool, splits: &[SplitTasks]) -> Result<Vec<Sample>> {
-    let played = episodes(dir, reflexion)?;
+/// in the order played; `results` are the stage's episodes (`episodes.jsonl`).
+pub(super) fn pick(
+    dir: &Path,
+    results: &[EpisodeResult],
+    reflexion: bool,
+    splits: &[SplitTasks],
+) -> Result<Vec<Sample>> {
+    let played = episodes(dir, results, reflexion)?;
     let Some(seed) = played.iter().map(|(r, _)| r.seed).min() else {
         return Ok(Vec::new());
     };
@@ -78,7 +87,7 @@ pub(super) fn pick(dir: &Path, reflexion: bool, splits: &[SplitTasks]) -> Result
             {
                 samples.push(Sample {
                     split: *split,
-                    result: r.clone(),
+                    result: (*r).clone(),
                     trials: trials.clone(),
                 });
             }
@@ -288,7 +297,7 @@ mod tests {
             (Split::Id, t[..3].to_vec(), vec![None; 3]),
             (Split::Ood, vec![t[3].clone()], vec![None]),
         ];
-        let picked = pick(dir.path(), false, &splits).unwrap();
+        let picked = pick(dir.path(), &results, false, &splits).unwrap();
         let got: Vec<(Split, &Task, u64)> = picked
             .iter()
             .map(|s| (s.split, &s.result.task, s.result.seed))
@@ -317,7 +326,7 @@ mod tests {
         ];
         let dir = stage(&results, &traces);
         let splits: Vec<SplitTasks> = vec![(Split::Id, t.to_vec(), vec![None; 2])];
-        let picked = pick(dir.path(), true, &splits).unwrap();
+        let picked = pick(dir.path(), &results, true, &splits).unwrap();
         assert_eq!(picked[0].trials.len(), 2);
         assert_eq!(picked[1].trials, vec![traces[2].clone()]);
         let md = render(
@@ -330,7 +339,9 @@ mod tests {
             },
         );
         assert!(md.contains("### Trial 2 of 2"), "{md}");
-        let err = pick(dir.path(), false, &splits).unwrap_err().to_string();
+        let err = pick(dir.path(), &results, false, &splits)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("traces.jsonl holds 3 episodes, episodes.jsonl 2"),
             "{err}"
