@@ -19,7 +19,7 @@
 use std::path::Path;
 
 use hier_backbone::burn::module::Module;
-use hier_backbone::burn::optim::{GradientsParams, ModuleOptimizer};
+use hier_backbone::burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use hier_backbone::burn::tensor::{Tensor, TensorData};
 use hier_backbone::{CausalLm, Forward, SamplingConfig, Tokenizer};
 use hier_data::batch::{flat_prompt, planner_prompt};
@@ -68,6 +68,13 @@ pub struct GrpoConfig {
     /// Passes over an iteration's samples, in batches of `batch_size`.
     pub epochs: usize,
     pub batch_size: usize,
+    /// Rows per forward/backward pass within a batch (`None`: the whole batch at once). A
+    /// step's gradient is the sum of its micro-batches' gradients, each loss weighted by its
+    /// share of the batch's sequences — the same step (the loss is a mean over sequences) at
+    /// the memory of `micro_batch` rows, up to the order of floating-point sums. Left out of
+    /// the serialised config (and so of stage keys) when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub micro_batch: Option<usize>,
     /// AdamW, schedule (over iterations) and clipping of the trained adapter.
     pub optim: OptimConfig,
     /// PPO clip ε, KL weight β (0: no reference pass), std scaling of advantages.
@@ -98,6 +105,14 @@ impl GrpoConfig {
                  and group_size at least 2"
                     .into(),
             ));
+        }
+        if let Some(m) = self.micro_batch
+            && !(1..=self.batch_size).contains(&m)
+        {
+            return Err(Error::invalid(format!(
+                "grpo: micro_batch {m} must be between 1 and batch_size {}",
+                self.batch_size
+            )));
         }
         if self.adapter == self.reference {
             return Err(Error::invalid(
@@ -184,8 +199,9 @@ pub fn decisions(trace: &Trace, level: Level) -> Vec<(String, String)> {
     }
 }
 
-/// `cfg.epochs` passes of PPO-clip steps (batches of `cfg.batch_size`, shuffled by `rng`) over
-/// `samples` — decisions with their episode's advantage — on adapter `id` (`cfg.adapter`).
+/// `cfg.epochs` passes of PPO-clip steps (batches of `cfg.batch_size`, shuffled by `rng`,
+/// each played in micro-batches of `cfg.micro_batch` rows) over `samples` — decisions with
+/// their episode's advantage — on adapter `id` (`cfg.adapter`).
 /// The ratio's denominator is the adapter before the first step (the policy that played);
 /// with `cfg.beta > 0` the k3 KL to `cfg.reference` is added; every step takes learning rate
 /// `lr`. Returns every step's loss and the non-finite tokens the loss dropped in all of them.
@@ -212,15 +228,16 @@ pub fn ppo_passes(
         normalisation: LossNormalisation::Grpo,
     };
     let rows: Vec<SftExample> = samples.iter().map(|(e, _)| e.clone()).collect();
+    let micro = cfg.micro_batch.unwrap_or(cfg.batch_size);
     // Ratios are taken under the distribution the samples were drawn from (TRL divides the
     // logits by the generation temperature for the old, current and reference policies).
     let t = cfg.temperature;
     let (old, refs) = {
         let inference = lm.valid();
-        let old = scores_of(&inference, id, &rows, cfg.batch_size, t)?;
+        let old = scores_of(&inference, id, &rows, micro, t)?;
         let refs = if cfg.beta != 0.0 {
             let r = inference.adapter_id(&cfg.reference)?;
-            Some(scores_of(&inference, r, &rows, cfg.batch_size, t)?)
+            Some(scores_of(&inference, r, &rows, micro, t)?)
         } else {
             None
         };
@@ -230,39 +247,47 @@ pub fn ppo_passes(
     for _ in 0..cfg.epochs {
         order.shuffle(rng);
         for batch in order.chunks(cfg.batch_size) {
-            let chunk: Vec<SftExample> = batch.iter().map(|&i| rows[i].clone()).collect();
-            let s = lm.score_at(
-                &score_requests(&chunk),
-                Forward {
-                    adapter: Some(id),
-                    train: true,
-                },
-                t,
-            )?;
-            let [_, c] = s.logprobs.dims();
-            let pick = |xs: &Vec<Vec<f32>>| {
-                padded(
-                    &batch.iter().map(|&i| &xs[i]).collect::<Vec<_>>(),
-                    c,
-                    &device,
-                )
-            };
-            let (old_t, ref_t) = (pick(&old), refs.as_ref().map(pick));
-            let adv: Vec<f32> = batch.iter().map(|&i| samples[i].1).collect();
-            let adv = Tensor::<1>::from_data(TensorData::new(adv, [batch.len()]), &device);
-            let out = ppo_clip_loss(s.logprobs, old_t, adv, s.mask, ref_t, &ppo)
-                .map_err(|e| Error::invalid(e.to_string()))?;
-            dropped += out
-                .component("nonfinite")
-                .expect("the PPO loss reports its dropped non-finite tokens");
-            let value = out.loss.clone().into_scalar::<f32>();
+            let mut accumulated = GradientsAccumulator::new();
+            let mut value = 0.0f32;
+            for part in batch.chunks(micro) {
+                let chunk: Vec<SftExample> = part.iter().map(|&i| rows[i].clone()).collect();
+                let s = lm.score_at(
+                    &score_requests(&chunk),
+                    Forward {
+                        adapter: Some(id),
+                        train: true,
+                    },
+                    t,
+                )?;
+                let [_, c] = s.logprobs.dims();
+                let pick = |xs: &Vec<Vec<f32>>| {
+                    padded(
+                        &part.iter().map(|&i| &xs[i]).collect::<Vec<_>>(),
+                        c,
+                        &device,
+                    )
+                };
+                let (old_t, ref_t) = (pick(&old), refs.as_ref().map(pick));
+                let adv: Vec<f32> = part.iter().map(|&i| samples[i].1).collect();
+                let adv = Tensor::<1>::from_data(TensorData::new(adv, [part.len()]), &device);
+                let out = ppo_clip_loss(s.logprobs, old_t, adv, s.mask, ref_t, &ppo)
+                    .map_err(|e| Error::invalid(e.to_string()))?;
+                dropped += out
+                    .component("nonfinite")
+                    .expect("the PPO loss reports its dropped non-finite tokens");
+                // GRPO's normalisation is a mean over sequences: the batch's loss is the
+                // micro-batches' losses weighted by their shares of its sequences.
+                let loss = out.loss * (part.len() as f32 / batch.len() as f32);
+                value += loss.clone().into_scalar::<f32>();
+                accumulated.accumulate(&lm, GradientsParams::from_grads(loss.backward(), &lm));
+            }
             if !value.is_finite() {
                 return Err(Error::invalid(format!(
                     "grpo {}: loss became {value}; lower optim.lr",
                     cfg.adapter
                 )));
             }
-            let mut grads = GradientsParams::from_grads(out.loss.backward(), &lm);
+            let mut grads = accumulated.grads();
             cfg.optim.clip(&lm, &mut grads);
             lm = optim.step(lr, lm, grads);
             losses.push(value as f64);
@@ -478,6 +503,7 @@ mod tests {
             group_size: 2,
             epochs: 4,
             batch_size: 2,
+            micro_batch: None,
             optim: OptimConfig {
                 grad_clip: Some(10.0),
                 ..OptimConfig::constant(2e-2)
@@ -541,6 +567,82 @@ mod tests {
         let (_, losses, _) =
             ppo_passes(lm, id, &mut optim, 2e-2, &[], &config(), &mut rng).unwrap();
         assert!(losses.is_empty());
+    }
+
+    /// A step taken in micro-batches is the step taken on the whole batch (the loss is a mean
+    /// over sequences, so the weighted micro-batch gradients sum to the batch's): the same
+    /// adapter after two epochs, up to the order of floating-point sums.
+    #[test]
+    fn micro_batches_take_the_whole_batch_step() {
+        use hier_backbone::{LoraConfig, TargetModule};
+        use hier_train::pretrain::TinyModelConfig;
+        let cfg = TinyModelConfig::for_tests(64, 64);
+        let device = hier_backbone::burn::tensor::Device::flex().autodiff();
+        let rows = [
+            (vec![1, 5, 9, 11], vec![20, 21], 1.0),
+            (vec![1, 6], vec![30, 31, 32], -0.5),
+            (vec![2, 7, 9], vec![40], 0.8),
+            (vec![3, 4, 5, 6, 7], vec![22, 23], -1.3),
+        ];
+        let samples: Vec<(SftExample, f32)> = rows
+            .iter()
+            .map(|(p, t, a)| {
+                let e = SftExample {
+                    prompt: p.clone(),
+                    target: t.clone(),
+                };
+                (e, *a)
+            })
+            .collect();
+        let train = |micro_batch| {
+            let mut lm = CausalLm::random(cfg.model_config().unwrap(), 3, &device).unwrap();
+            let lora = LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]);
+            let id = lm.add_adapter("grpo", lora, 1).unwrap();
+            let c = GrpoConfig {
+                epochs: 2,
+                batch_size: 4,
+                micro_batch,
+                ..config()
+            };
+            c.validate().unwrap();
+            let mut optim = hier_backbone::burn::optim::AdamWConfig::new().init();
+            let mut rng = StdRng::seed_from_u64(0);
+            let (lm, losses, _) =
+                ppo_passes(lm, id, &mut optim, 2e-2, &samples, &c, &mut rng).unwrap();
+            let rows: Vec<SftExample> = samples.iter().map(|(e, _)| e.clone()).collect();
+            (scores_of(&lm.valid(), id, &rows, 4, 1.0).unwrap(), losses)
+        };
+        let (whole, whole_losses) = train(None);
+        for micro in [Some(1), Some(3)] {
+            let (parts, losses) = train(micro);
+            assert_eq!(losses.len(), 2, "one step per batch per epoch");
+            for (a, b) in whole_losses.iter().zip(&losses) {
+                assert!((a - b).abs() < 1e-5, "{micro:?}: loss {a} vs {b}");
+            }
+            for (w, p) in whole.iter().flatten().zip(parts.iter().flatten()) {
+                assert!((w - p).abs() < 1e-4, "{micro:?}: log-prob {w} vs {p}");
+            }
+        }
+        // The trained adapter moved (the test compares a step, not two no-ops).
+        let mut fresh = CausalLm::random(cfg.model_config().unwrap(), 3, &device).unwrap();
+        let lora = LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]);
+        let id = fresh.add_adapter("grpo", lora, 1).unwrap();
+        let rows: Vec<SftExample> = samples.iter().map(|(e, _)| e.clone()).collect();
+        let before = scores_of(&fresh.valid(), id, &rows, 4, 1.0).unwrap();
+        let moved = before
+            .iter()
+            .flatten()
+            .zip(whole.iter().flatten())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(moved > 1e-2, "the adapter did not move ({moved})");
+        let bad = GrpoConfig {
+            micro_batch: Some(5),
+            batch_size: 4,
+            ..config()
+        };
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(err.contains("micro_batch 5"), "{err}");
     }
 
     #[test]

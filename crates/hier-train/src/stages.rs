@@ -341,10 +341,11 @@ fn lock_stage(dir: &Path) -> Result<std::fs::File> {
     }
 }
 
-/// A file a stage that resumes piece by piece (an evaluation's [`crate::journal::Journal`])
-/// writes in its directory: the seconds its earlier, interrupted invocations spent on the
-/// pieces it kept. [`Stages::run`] adds them to the stamp's `seconds`, so a stage run in
-/// pieces reports what it cost in all (a killed invocation's unfinished piece is not counted).
+/// A file a stage that resumes piece by piece (an evaluation's [`crate::journal::Journal`], a
+/// trainer's checkpoint: [`crate::trainer::TrainLoop::open`]) writes in its directory: the
+/// seconds its earlier, interrupted invocations spent on the pieces it kept. [`Stages::run`]
+/// adds them to the stamp's `seconds`, so a stage run in pieces reports what it cost in all (a
+/// killed invocation's unfinished piece is not counted).
 pub const EARLIER_SECONDS: &str = "EARLIER_SECONDS";
 
 /// The seconds in `<dir>/EARLIER_SECONDS` (0 when the file is absent).

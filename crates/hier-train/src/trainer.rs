@@ -88,14 +88,18 @@ impl LoopSpec {
     }
 }
 
-/// The resumable state every checkpoint holds: steps done, the config that wrote it, and what
-/// the trainer needs beyond its tensors (`extra`: a replay buffer, bank priorities, `()`).
+/// The resumable state every checkpoint holds: steps done, the config that wrote it, what
+/// the trainer needs beyond its tensors (`extra`: a replay buffer, bank priorities, `()`), and
+/// the seconds the run had spent when it wrote it, over all its invocations (absent in
+/// checkpoints written before it was kept: 0).
 #[derive(Debug, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TrainState<C, X> {
     step: usize,
     config: C,
     extra: X,
+    #[serde(default)]
+    seconds: f64,
 }
 
 /// One trainer run in `out` (see the module docs).
@@ -117,6 +121,9 @@ pub struct TrainLoop<C, X = ()> {
     max_nonfinite: u64,
     /// The device whose random source [`TrainLoop::next_step`] seeds, and the run's seed.
     backend_seed: Option<(hier_backbone::burn::tensor::Device, u64)>,
+    /// Seconds spent by the invocations before this one, up to the checkpoint it resumed.
+    earlier_seconds: f64,
+    opened: std::time::Instant,
 }
 
 /// The backend seed of step `step` of a run seeded with `seed` (a SplitMix64 finaliser of
@@ -145,6 +152,12 @@ where
 {
     /// Creates `out`, pins the config (refusing a directory of another config), reads the
     /// checkpoint written by this config if there is one, and trims `metrics.jsonl` to it.
+    ///
+    /// A resumed run writes the seconds its checkpoint had cost as `<out>/`
+    /// [`EARLIER_SECONDS`](crate::stages::EARLIER_SECONDS) (a fresh one removes that file), so
+    /// that a stage trained in pieces stamps what all its pieces cost, as an evaluation played
+    /// in pieces does (the work of a killed invocation after its last checkpoint is not counted:
+    /// it is done again).
     pub fn open(out: &Path, spec: LoopSpec, config: &C, opts: &RunOptions) -> Result<Self> {
         if spec.total == 0 || spec.checkpoint_every == 0 {
             return Err(Error::Invalid(format!(
@@ -174,9 +187,17 @@ where
                     format!("{} steps done, the run has {}", s.step, spec.total),
                 ));
             }
-            Some(s) => (s.step, Some(s.extra)),
+            Some(s) => (s.step, Some((s.extra, s.seconds))),
             None => (0, None),
         };
+        let earlier_seconds = resumed.as_ref().map_or(0.0, |(_, s)| *s);
+        let earlier = out.join(crate::stages::EARLIER_SECONDS);
+        if earlier_seconds > 0.0 {
+            hier_backbone::write_atomic(&earlier, format!("{earlier_seconds}\n").as_bytes())?;
+        } else if earlier.exists() {
+            std::fs::remove_file(&earlier).map_err(|e| Error::io(&earlier, e))?;
+        }
+        let resumed = resumed.map(|(extra, _)| extra);
         let metrics = out.join("metrics.jsonl");
         keep_metrics_up_to(&metrics, start).map_err(|e| Error::io(&metrics, e))?;
         let bar = progress_bar(opts.progress, spec.total, &spec.what);
@@ -197,6 +218,8 @@ where
             nonfinite: std::collections::BTreeMap::new(),
             max_nonfinite: opts.max_nonfinite,
             backend_seed: None,
+            earlier_seconds,
+            opened: std::time::Instant::now(),
             spec,
         })
     }
@@ -338,6 +361,7 @@ where
                 step: self.step,
                 config: &self.config,
                 extra: extra(),
+                seconds: self.earlier_seconds + self.opened.elapsed().as_secs_f64(),
             };
             let json = serde_json::to_string(&state).expect("a train state serialises");
             swap_in_dir(&self.ckpt, |dir| -> std::result::Result<(), E> {
@@ -455,6 +479,45 @@ mod tests {
             })
             .collect();
         assert_eq!(steps, vec![2, 4, 6, 7]);
+    }
+
+    #[test]
+    fn a_resumed_run_writes_the_seconds_its_checkpoint_cost() {
+        let tmp = tempfile::tempdir().unwrap();
+        let earlier = tmp.path().join(crate::stages::EARLIER_SECONDS);
+        // Each step of the first piece takes ≥ 20 ms (the hook sleeps); it stops at step 4.
+        let slow = RunOptions {
+            stop_after: Some(4),
+            on_step: Some(Arc::new(|_: StepEvent<'_>| {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                ControlFlow::Continue(())
+            })),
+            ..Default::default()
+        };
+        run(tmp.path(), &slow, 7);
+        assert!(!earlier.exists(), "a fresh run has no earlier pieces");
+        let state: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(tmp.path().join("checkpoint/state.json")).unwrap(),
+        )
+        .unwrap();
+        let at_stop = state["seconds"].as_f64().unwrap();
+        assert!(
+            at_stop >= 0.08,
+            "4 steps of ≥ 20 ms, checkpoint says {at_stop}"
+        );
+        // The second piece starts from that checkpoint and says what it cost.
+        let (sum, done, _) = run(tmp.path(), &RunOptions::default(), 7);
+        assert_eq!((sum, done), ((0..7).sum(), true));
+        let written: f64 = std::fs::read_to_string(&earlier)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(written, at_stop);
+        // With the checkpoint gone, a run starts afresh there and clears the file.
+        std::fs::remove_dir_all(tmp.path().join("checkpoint")).unwrap();
+        run(tmp.path(), &RunOptions::default(), 7);
+        assert!(!earlier.exists());
     }
 
     #[test]

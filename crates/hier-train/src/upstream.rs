@@ -7,7 +7,8 @@
 //! [`UPSTREAM_DIGESTS`] — `{"<upstream stage directory>": "<sha256 of its adapter>"}` — and,
 //! when it is found done later, [`check`] compares that record with the adapters there now:
 //! a difference is [`Error::UpstreamChanged`], so one adapter's evaluation is never reported
-//! under another's. Upstream stages absent from the run (a report read from restored
+//! under another's. A stage played piece by piece records them before its first piece and
+//! checks them on every resume ([`begin`]), so that its journal never mixes two adapters. Upstream stages absent from the run (a report read from restored
 //! evaluation stages alone) are not compared.
 
 use std::collections::BTreeMap;
@@ -92,6 +93,24 @@ pub fn check(dir: &Path, now: &Digests) -> Result<Checked> {
     Ok(Checked::Same)
 }
 
+/// Starts (or resumes) a stage that plays the adapters of `now` piece by piece into `journal`:
+/// a record left by an earlier piece is [`check`]ed first (a journal resumed over adapters
+/// trained again since — same stage names, other weights — would mix two policies' episodes in
+/// one cell: [`Error::UpstreamChanged`]), then `now` is [`record`]ed before the first piece, so
+/// that the next resume can be checked. A journal begun before stages kept this record cannot
+/// be checked; it is resumed with a warning on stderr naming it.
+pub fn begin(dir: &Path, now: &Digests, journal: &Path) -> Result<()> {
+    if check(dir, now)? == Checked::Unrecorded && journal.exists() && !now.is_empty() {
+        eprintln!(
+            "warning: {} was begun before evaluations recorded their adapters' digests: its \
+             episodes so far cannot be checked against {}",
+            journal.display(),
+            now.keys().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    record(dir, now)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +134,45 @@ mod tests {
         // FIPS 180-2's test vector for "abc".
         let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
         assert_eq!(d, BTreeMap::from([("sft-a".to_string(), abc.to_string())]));
+    }
+
+    #[test]
+    fn a_journal_resumed_over_another_adapter_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, eval) = (tmp.path().join("stages"), tmp.path().join("stages/eval-x"));
+        let journal = eval.join("batches.jsonl");
+        std::fs::create_dir_all(&eval).unwrap();
+        let up = vec!["grpo-a".to_string()];
+        adapter(&root, "grpo-a", b"first training");
+        let first = adapter_digests(&root, &up).unwrap();
+        // The first piece records its adapter before it plays anything.
+        begin(&eval, &first, &journal).unwrap();
+        assert_eq!(
+            read_json::<Digests>(&eval.join(UPSTREAM_DIGESTS)).unwrap(),
+            first
+        );
+        std::fs::write(&journal, "{\"seed\":0}\n").unwrap();
+        // Resumed over the same adapter: on.
+        begin(&eval, &first, &journal).unwrap();
+        // Resumed over the adapter trained again (its run directory lost): refused, and the
+        // record still names the adapter the journal's episodes came from.
+        adapter(&root, "grpo-a", b"trained again");
+        let again = adapter_digests(&root, &up).unwrap();
+        match begin(&eval, &again, &journal) {
+            Err(Error::UpstreamChanged { upstream, .. }) => assert_eq!(upstream, "grpo-a"),
+            other => panic!("expected UpstreamChanged, got {other:?}"),
+        }
+        assert_eq!(
+            read_json::<Digests>(&eval.join(UPSTREAM_DIGESTS)).unwrap(),
+            first
+        );
+        // A journal from before the record: resumed (with a warning), and recorded from now on.
+        std::fs::remove_file(eval.join(UPSTREAM_DIGESTS)).unwrap();
+        begin(&eval, &again, &journal).unwrap();
+        assert_eq!(
+            read_json::<Digests>(&eval.join(UPSTREAM_DIGESTS)).unwrap(),
+            again
+        );
     }
 
     #[test]

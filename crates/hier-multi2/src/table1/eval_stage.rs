@@ -176,6 +176,8 @@ impl Ctx<'_, '_> {
             .run(&format!("{stage}-{}", self.env), key, |dir| -> Result<()> {
                 let started = std::time::Instant::now();
                 let journal = dir.join(EVAL_JOURNAL);
+                // Refuses a journal begun over other adapters under these names.
+                upstream::begin(dir, &digests, &journal)?;
                 let evaluate::Evaluated {
                     results,
                     traces,
@@ -206,7 +208,6 @@ impl Ctx<'_, '_> {
                 } else if path.exists() {
                     std::fs::remove_file(&path).map_err(|e| hier_train::Error::io(&path, e))?;
                 }
-                upstream::record(dir, &digests)?;
                 // Every played episode in full (subgoals, actions, observations), to look at.
                 hier_train::runlog::write_jsonl(&dir.join("traces.jsonl"), &traces)?;
                 hier_train::runlog::write_jsonl(&dir.join("episodes.jsonl"), &results)?;
