@@ -594,10 +594,15 @@ mod tests {
                 (e, *a)
             })
             .collect();
-        let train = |micro_batch| {
+        let examples: Vec<SftExample> = samples.iter().map(|(e, _)| e.clone()).collect();
+        let fresh = || {
             let mut lm = CausalLm::random(cfg.model_config().unwrap(), 3, &device).unwrap();
             let lora = LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]);
             let id = lm.add_adapter("grpo", lora, 1).unwrap();
+            (lm, id)
+        };
+        let train = |micro_batch| {
+            let (lm, id) = fresh();
             let c = GrpoConfig {
                 epochs: 2,
                 batch_size: 4,
@@ -609,8 +614,10 @@ mod tests {
             let mut rng = StdRng::seed_from_u64(0);
             let (lm, losses, _) =
                 ppo_passes(lm, id, &mut optim, 2e-2, &samples, &c, &mut rng).unwrap();
-            let rows: Vec<SftExample> = samples.iter().map(|(e, _)| e.clone()).collect();
-            (scores_of(&lm.valid(), id, &rows, 4, 1.0).unwrap(), losses)
+            (
+                scores_of(&lm.valid(), id, &examples, 4, 1.0).unwrap(),
+                losses,
+            )
         };
         let (whole, whole_losses) = train(None);
         for micro in [Some(1), Some(3)] {
@@ -624,11 +631,8 @@ mod tests {
             }
         }
         // The trained adapter moved (the test compares a step, not two no-ops).
-        let mut fresh = CausalLm::random(cfg.model_config().unwrap(), 3, &device).unwrap();
-        let lora = LoraConfig::new(4, 8.0, &[TargetModule::Q, TargetModule::V]);
-        let id = fresh.add_adapter("grpo", lora, 1).unwrap();
-        let rows: Vec<SftExample> = samples.iter().map(|(e, _)| e.clone()).collect();
-        let before = scores_of(&fresh.valid(), id, &rows, 4, 1.0).unwrap();
+        let (untrained, id) = fresh();
+        let before = scores_of(&untrained.valid(), id, &examples, 4, 1.0).unwrap();
         let moved = before
             .iter()
             .flatten()

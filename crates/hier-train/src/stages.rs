@@ -348,6 +348,18 @@ fn lock_stage(dir: &Path) -> Result<std::fs::File> {
 /// killed invocation's unfinished piece is not counted).
 pub const EARLIER_SECONDS: &str = "EARLIER_SECONDS";
 
+/// Writes `seconds` as `<dir>/EARLIER_SECONDS`, or removes the file when there are none, so
+/// that a file left beside an abandoned journal or checkpoint never counts.
+pub fn write_earlier_seconds(dir: &Path, seconds: f64) -> Result<()> {
+    let path = dir.join(EARLIER_SECONDS);
+    if seconds > 0.0 {
+        hier_backbone::write_atomic(&path, format!("{seconds}\n").as_bytes())?;
+    } else if path.exists() {
+        std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+    }
+    Ok(())
+}
+
 /// The seconds in `<dir>/EARLIER_SECONDS` (0 when the file is absent).
 fn earlier_seconds(dir: &Path) -> Result<f64> {
     let path = dir.join(EARLIER_SECONDS);

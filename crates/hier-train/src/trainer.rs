@@ -180,6 +180,7 @@ where
             resume_state(&ckpt.join("state.json"), config, |s: &TrainState<C, X>| {
                 &s.config
             })?;
+        let earlier_seconds = state.as_ref().map_or(0.0, |s| s.seconds);
         let (start, resumed) = match state {
             Some(s) if s.step > spec.total => {
                 return Err(Error::checkpoint(
@@ -187,17 +188,10 @@ where
                     format!("{} steps done, the run has {}", s.step, spec.total),
                 ));
             }
-            Some(s) => (s.step, Some((s.extra, s.seconds))),
+            Some(s) => (s.step, Some(s.extra)),
             None => (0, None),
         };
-        let earlier_seconds = resumed.as_ref().map_or(0.0, |(_, s)| *s);
-        let earlier = out.join(crate::stages::EARLIER_SECONDS);
-        if earlier_seconds > 0.0 {
-            hier_backbone::write_atomic(&earlier, format!("{earlier_seconds}\n").as_bytes())?;
-        } else if earlier.exists() {
-            std::fs::remove_file(&earlier).map_err(|e| Error::io(&earlier, e))?;
-        }
-        let resumed = resumed.map(|(extra, _)| extra);
+        crate::stages::write_earlier_seconds(out, earlier_seconds)?;
         let metrics = out.join("metrics.jsonl");
         keep_metrics_up_to(&metrics, start).map_err(|e| Error::io(&metrics, e))?;
         let bar = progress_bar(opts.progress, spec.total, &spec.what);

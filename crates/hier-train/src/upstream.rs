@@ -8,7 +8,8 @@
 //! when it is found done later, [`check`] compares that record with the adapters there now:
 //! a difference is [`Error::UpstreamChanged`], so one adapter's evaluation is never reported
 //! under another's. A stage played piece by piece records them before its first piece and
-//! checks them on every resume ([`begin`]), so that its journal never mixes two adapters. Upstream stages absent from the run (a report read from restored
+//! checks them on every resume ([`begin`]), so that its journal never mixes two adapters.
+//! Upstream stages absent from the run (a report read from restored
 //! evaluation stages alone) are not compared.
 
 use std::collections::BTreeMap;

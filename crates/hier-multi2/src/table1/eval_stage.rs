@@ -199,15 +199,7 @@ impl Ctx<'_, '_> {
                 )?;
                 let seconds = earlier_seconds + started.elapsed().as_secs_f64();
                 hier_train::policy::write_prefill_report(dir, cache_mib, prefill, seconds)?;
-                // Removed for an evaluation played in one go, so that a file left beside an
-                // abandoned journal never counts.
-                let path = dir.join(hier_train::stages::EARLIER_SECONDS);
-                if earlier_seconds > 0.0 {
-                    let earlier = format!("{earlier_seconds}\n");
-                    hier_backbone::write_atomic(&path, earlier.as_bytes())?;
-                } else if path.exists() {
-                    std::fs::remove_file(&path).map_err(|e| hier_train::Error::io(&path, e))?;
-                }
+                hier_train::stages::write_earlier_seconds(dir, earlier_seconds)?;
                 // Every played episode in full (subgoals, actions, observations), to look at.
                 hier_train::runlog::write_jsonl(&dir.join("traces.jsonl"), &traces)?;
                 hier_train::runlog::write_jsonl(&dir.join("episodes.jsonl"), &results)?;
