@@ -9,8 +9,8 @@
 //! a difference is [`Error::UpstreamChanged`], so one adapter's evaluation is never reported
 //! under another's. A stage played piece by piece records them before its first piece and
 //! checks them on every resume ([`begin`]), so that its journal never mixes two adapters.
-//! Upstream stages absent from the run (a report read from restored
-//! evaluation stages alone) are not compared.
+//! Upstream stages absent from the run (a report read from restored evaluation stages alone)
+//! are not compared.
 
 use std::collections::BTreeMap;
 use std::path::Path;
