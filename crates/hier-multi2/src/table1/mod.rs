@@ -21,12 +21,12 @@ pub mod results;
 pub mod traces;
 
 pub use profile::{
-    Ablation, AblationSpec, DataOverride, DataSpec, EnvOverride, EvalSpec, Method, Profile,
-    RolloutOverride, SftOverride,
+    Ablation, AblationSpec, DataOverride, DataSpec, EnvOverride, EvalOverride, EvalSpec, Method,
+    Profile, RolloutOverride, SftOverride,
 };
 pub use results::{AblationCell, AblationRow, Cell, ablation_rows};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -55,16 +55,53 @@ use hier_train::stages::{
     Stages, backbone_stage, load, read_json, read_jsonl, run_pipeline, sft_stage, take, write_json,
 };
 
-/// The splits an environment evaluates on (TextCraft has no OOD split).
-fn eval_splits(env: &dyn Env) -> Result<Vec<(Split, Vec<Task>)>> {
+/// The splits an environment evaluates on (TextCraft has no OOD split), each kept to the
+/// profile's task types there ([`of_types`]).
+fn eval_splits(env: &dyn Env, types: &[String]) -> Result<Vec<(Split, Vec<Task>)>> {
     let mut out = Vec::new();
     for s in [Split::Id, Split::Ood] {
-        let tasks = env.tasks(s)?;
+        let tasks = of_types(env.tasks(s)?, types);
         if !tasks.is_empty() {
             out.push((s, tasks));
         }
     }
     Ok(out)
+}
+
+/// `tasks` of the kinds `types` names ([`DataSpec::task_types`]); all of them when it is empty.
+fn of_types(tasks: Vec<Task>, types: &[String]) -> Vec<Task> {
+    if types.is_empty() {
+        return tasks;
+    }
+    tasks
+        .into_iter()
+        .filter(|t| types.contains(&t.name))
+        .collect()
+}
+
+/// The training tasks of `env` under `data` ([`DataSpec::task_types`]). A type that no
+/// training task carries is a profile error (a misspelt name would otherwise shrink the task
+/// set without a word).
+fn train_tasks(env: &dyn Env, data: &DataSpec) -> Result<Vec<Task>> {
+    let all = env.tasks(Split::Train)?;
+    if let Some(unknown) = (data.task_types.iter()).find(|n| !all.iter().any(|t| &t.name == *n)) {
+        let known: BTreeSet<&str> = all.iter().map(|t| t.name.as_str()).collect();
+        // ALFWorld names every game apart: list a few, not thousands.
+        let shown: Vec<&str> = known.iter().copied().take(30).collect();
+        let more = known.len() - shown.len();
+        return Err(Error::invalid(format!(
+            "data.task_types: no training task of {} is `{unknown}` (its {} task names: {}{})",
+            env.name(),
+            known.len(),
+            shown.join(", "),
+            if more > 0 {
+                format!(", … {more} more")
+            } else {
+                String::new()
+            }
+        )));
+    }
+    Ok(of_types(all, &data.task_types))
 }
 
 /// Runs the pipeline of `profile` and writes `<out>/table1.{md,json,csv}`.
@@ -100,7 +137,7 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
         let key = data_key(env_profile, *env_name);
         let dir = st.run(&format!("data-{env_name}"), key, |dir| -> Result<()> {
             let mut env = env_name.open()?;
-            let train = env.tasks(Split::Train)?;
+            let train = train_tasks(env.as_ref(), &env_profile.data)?;
             let tasks = spread(&train, env_profile.data.train_episodes);
             let opts = BuildOptions {
                 seed: profile.seed,
@@ -111,13 +148,16 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
             Ok(())
         })?;
         data_dirs.insert(*env_name, dir);
-        let key =
-            serde_json::json!({"env": env_name, "tasks_per_split": profile.eval.tasks_per_split});
+        let types = &env_profile.data.task_types;
+        let mut key = serde_json::json!({"env": env_name, "tasks_per_split": env_profile.eval.tasks_per_split});
+        if !types.is_empty() {
+            key["task_types"] = serde_json::json!(types);
+        }
         let dir = st.run(&format!("tasks-{env_name}"), key, |dir| -> Result<()> {
             let mut env = env_name.open()?;
             let mut all = Vec::new();
-            for (split, tasks) in eval_splits(env.as_ref())? {
-                let picked = spread(&tasks, profile.eval.tasks_per_split);
+            for (split, tasks) in eval_splits(env.as_ref(), types)? {
+                let picked = spread(&tasks, env_profile.eval.tasks_per_split);
                 let lengths = expert_lengths(env.as_mut(), &picked)?;
                 all.push((split, picked, lengths));
             }
@@ -456,7 +496,7 @@ impl Ctx<'_, '_> {
         };
         let key = serde_json::json!({"base": self.base, "sys1": planner.key, "offline": off.key, "online": on});
         let (lm, tok, cfg, env, d) = (&mut *self.lm, self.tok, self.cfg, self.env, self.d);
-        let parallel = self.profile.eval.parallel;
+        let (parallel, data) = (self.profile.eval.parallel, &self.profile.data);
         let dir = self.st.run(&stage, key, |dir| -> Result<()> {
             let heads = Heads::load(
                 &off.dir.join("heads.safetensors"),
@@ -465,7 +505,7 @@ impl Ctx<'_, '_> {
             )?;
             let ex = executor_rl_examples(tok, &d.sys2, on.max_len)?;
             let mut envs = open_envs(env, on.episodes.min(parallel))?;
-            let train = envs[0].tasks(Split::Train)?;
+            let train = train_tasks(envs[0].as_ref(), data)?;
             let (m, _, _) = train_online(
                 take(lm),
                 heads,
@@ -518,13 +558,13 @@ impl Ctx<'_, '_> {
         };
         let key = serde_json::json!({"base": self.base, "reference": reference.key, "grpo": g});
         let (lm, tok, cfg, env) = (&mut *self.lm, self.tok, self.cfg, self.env);
-        let parallel = self.profile.eval.parallel;
+        let (parallel, data) = (self.profile.eval.parallel, &self.profile.data);
         let dir = self
             .st
             .run(&format!("{what}-{}", self.env), key, |dir| -> Result<()> {
                 let mut envs =
                     open_envs(env, (g.tasks_per_iteration * g.group_size).min(parallel))?;
-                let train = envs[0].tasks(Split::Train)?;
+                let train = train_tasks(envs[0].as_ref(), data)?;
                 let opts = cfg.run_options();
                 *lm = train_grpo(take(lm), tok, &mut envs, &train, &g, dir, &opts)?.0;
                 Ok(())

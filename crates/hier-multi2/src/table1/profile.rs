@@ -27,6 +27,14 @@ pub struct DataSpec {
     pub train_episodes: usize,
     /// Tokens per example at most (over-long prompts lose their middle: `roles::fit_prompt`).
     pub max_len: usize,
+    /// Only tasks of these kinds (their [`Task::name`](hier_envs::Task::name): ScienceWorld's
+    /// task types, e.g. `test-conductivity`), in every split the environment's stages play:
+    /// the expert's training tasks, online RL's and GRPO's, and the evaluation's. Empty (the
+    /// default, left out of stage keys): every task. Names are one environment's own, so it is
+    /// set per environment (`per_env.<env>.data.task_types`); a name no training task carries
+    /// is an error naming it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_types: Vec<String>,
 }
 
 /// Evaluation.
@@ -102,6 +110,9 @@ pub struct EnvOverride {
     /// Every SFT stage there (flat, System 1, System 2, Glider's).
     #[serde(default)]
     pub sft: SftOverride,
+    /// The evaluation there (and so the ablations' tasks, a subset of it).
+    #[serde(default)]
+    pub eval: EvalOverride,
 }
 
 /// [`EnvOverride::rollout`].
@@ -131,6 +142,17 @@ impl RolloutOverride {
 pub struct DataOverride {
     /// [`DataSpec::train_episodes`].
     pub train_episodes: Option<usize>,
+    /// [`DataSpec::task_types`].
+    pub task_types: Option<Vec<String>>,
+}
+
+/// [`EnvOverride::eval`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalOverride {
+    /// [`EvalSpec::tasks_per_split`]: environments whose episodes cost differently (an
+    /// ALFWorld game ≈ 3 × a short ScienceWorld task here) need not share one count.
+    pub tasks_per_split: Option<usize>,
 }
 
 /// [`EnvOverride::sft`].
@@ -155,8 +177,14 @@ impl EnvOverride {
         if let Some(n) = self.data.train_episodes {
             p.data.train_episodes = n;
         }
+        if let Some(types) = &self.data.task_types {
+            p.data.task_types.clone_from(types);
+        }
         if let Some(n) = self.sft.steps {
             p.sft.steps = n;
+        }
+        if let Some(n) = self.eval.tasks_per_split {
+            p.eval.tasks_per_split = n;
         }
     }
 }
@@ -168,6 +196,8 @@ pub struct AblationSpec {
     pub env: EnvKind,
     /// Training seeds (the profile's seed reuses the main table's stages).
     pub seeds: Vec<u64>,
+    /// Empty: no ablations — how a profile that extends another leaves the base's out (TOML
+    /// cannot remove a key; [`Profile::from_file`] reads it as no `[ablations]`).
     pub variants: Vec<Ablation>,
     /// Evaluation: tasks per split (a spread subset of the main table's) and sampling seeds.
     pub tasks_per_split: usize,
@@ -334,7 +364,8 @@ impl std::fmt::Display for Method {
 impl Profile {
     /// Reads and checks the profile at `path`, following `extends` ([`hier_train::profile_toml`]).
     pub fn from_file(path: &Path) -> Result<Self> {
-        let p: Self = hier_train::profile_toml::read_profile(path)?;
+        let mut p: Self = hier_train::profile_toml::read_profile(path)?;
+        p.ablations.take_if(|a| a.variants.is_empty());
         p.check().map_err(|e| Error::profile(path, e.to_string()))?;
         Ok(p)
     }
@@ -360,12 +391,25 @@ impl Profile {
                 ("rollout.max_steps", o.rollout.max_steps),
                 ("data.train_episodes", o.data.train_episodes),
                 ("sft.steps", o.sft.steps),
+                ("eval.tasks_per_split", o.eval.tasks_per_split),
             ];
             if let Some((field, _)) = zero.iter().find(|(_, n)| *n == Some(0)) {
                 return Err(Error::invalid(format!(
                     "per_env.{env}.{field} = 0: it must be at least 1"
                 )));
             }
+            if o.data.task_types.as_ref().is_some_and(Vec::is_empty) {
+                return Err(Error::invalid(format!(
+                    "per_env.{env}.data.task_types = []: leave it out to keep every task"
+                )));
+            }
+        }
+        if !self.data.task_types.is_empty() {
+            return Err(Error::invalid(format!(
+                "data.task_types = {:?}: task names are one environment's own, so they are set \
+                 per environment (per_env.<env>.data.task_types)",
+                self.data.task_types
+            )));
         }
         if self.eval.seeds.is_empty() || self.eval.parallel == 0 || self.eval.tasks_per_split == 0 {
             return Err(Error::invalid(

@@ -147,14 +147,39 @@ pub fn write(
     }
     let commit = commit();
     let mut md = String::new();
+    // Environments may evaluate on their own number of tasks (`per_env.<env>.eval`).
+    let per_env_tasks: Vec<String> = (profile.envs.iter())
+        .map(|e| (e, profile.for_env(*e).eval.tasks_per_split))
+        .filter(|(_, n)| *n != profile.eval.tasks_per_split)
+        .map(|(e, n)| format!("{n} on {e}"))
+        .collect();
+    let tasks = if per_env_tasks.is_empty() {
+        format!("at most {} tasks per split", profile.eval.tasks_per_split)
+    } else {
+        format!(
+            "at most {} tasks per split ({})",
+            profile.eval.tasks_per_split,
+            per_env_tasks.join(", ")
+        )
+    };
     md.push_str(&format!(
-        "# Table 1 — profile `{}`\n\nCommit `{}`, wall time {:.1} min (stages done before this run count as 0), evaluation seeds {:?}, at most {} tasks per split.\n\n",
+        "# Table 1 — profile `{}`\n\nCommit `{}`, wall time {:.1} min (stages done before this run count as 0), evaluation seeds {:?}, {tasks}.\n\n",
         profile.name,
         commit.as_deref().unwrap_or("unknown"),
         wall_seconds / 60.0,
         profile.eval.seeds,
-        profile.eval.tasks_per_split
     ));
+    // A column kept to some kinds of task is not the benchmark's column: say so above the table.
+    for e in &profile.envs {
+        let types = profile.for_env(*e).data.task_types;
+        if !types.is_empty() {
+            md.push_str(&format!(
+                "**{e} is kept to {} task types** (`per_env.{e}.data.task_types`; training and evaluation): {}.\n\n",
+                types.len(),
+                types.join(", ")
+            ));
+        }
+    }
     if cfg.report_only {
         md.push_str("Report only (`--report-only`): assembled from the stages done in this directory, nothing trained or played; a cell whose evaluation is not done reads *not done*.\n\n");
     }

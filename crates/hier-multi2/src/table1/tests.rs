@@ -149,6 +149,7 @@ fn settings_per_environment_change_only_that_environments_stages() {
         EnvOverride {
             data: DataOverride {
                 train_episodes: Some(7),
+                ..DataOverride::default()
             },
             sft: SftOverride { steps: Some(9) },
             ..EnvOverride::default()
@@ -177,6 +178,74 @@ fn settings_per_environment_change_only_that_environments_stages() {
             "{err}"
         );
     }
+}
+
+/// `per_env.<env>.data.task_types` keeps that environment's stages to those kinds of task; left
+/// out, the data settings serialise (and so key every stage) as before the setting existed;
+/// an empty list, a profile-wide list and a name no training task carries are errors that say so.
+#[test]
+fn task_types_narrow_one_environments_tasks_and_name_what_is_wrong() {
+    let p = Profile::from_file(&configs().join("smollm.toml")).unwrap();
+    let json = serde_json::to_value(&p.data).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"train_episodes": 60, "max_len": 1024}),
+        "a profile without task types keeps its data key"
+    );
+    let only = |types: Option<Vec<String>>| EnvOverride {
+        data: DataOverride {
+            task_types: types,
+            ..DataOverride::default()
+        },
+        ..EnvOverride::default()
+    };
+    let mut q = p.clone();
+    let kinds = vec!["test-conductivity".to_owned(), "find-plant".to_owned()];
+    q.per_env
+        .insert(EnvKind::Scienceworld, only(Some(kinds.clone())));
+    q.check().unwrap();
+    assert_eq!(q.for_env(EnvKind::Scienceworld).data.task_types, kinds);
+    assert!(q.for_env(EnvKind::Alfworld).data.task_types.is_empty());
+
+    let mut empty = p.clone();
+    empty
+        .per_env
+        .insert(EnvKind::Scienceworld, only(Some(Vec::new())));
+    let err = empty.check().unwrap_err().to_string();
+    assert!(
+        err.contains("per_env.scienceworld.data.task_types = []"),
+        "{err}"
+    );
+    let mut everywhere = p.clone();
+    everywhere.data.task_types = kinds.clone();
+    let err = everywhere.check().unwrap_err().to_string();
+    assert!(err.contains("set per environment"), "{err}");
+
+    // The filter itself, on tasks named as ScienceWorld names them.
+    let tasks = vec![
+        Task::new("boil", 0),
+        Task::new("find-plant", 3),
+        Task::new("test-conductivity", 1),
+        Task::new("find-plant", 4),
+    ];
+    assert_eq!(
+        of_types(tasks.clone(), &kinds),
+        vec![tasks[1].clone(), tasks[2].clone(), tasks[3].clone()]
+    );
+    assert_eq!(of_types(tasks.clone(), &[]), tasks);
+
+    // Against a real environment's training split: TextCraft names every task `craft`.
+    let env = hier_envs::textcraft::TextCraft::from_assets().unwrap();
+    let mut data = p.data.clone();
+    data.task_types = vec!["craft".to_owned()];
+    let all = env.tasks(Split::Train).unwrap();
+    assert_eq!(train_tasks(&env, &data).unwrap(), all);
+    data.task_types = vec!["craft".to_owned(), "boil".to_owned()];
+    let err = train_tasks(&env, &data).unwrap_err().to_string();
+    assert!(
+        err.contains("`boil`") && err.contains("textcraft") && err.contains("1 task names: craft"),
+        "{err}"
+    );
 }
 
 /// An evaluation of three seeds is three stages of one seed each, each with the settings
@@ -218,12 +287,45 @@ fn an_evaluation_is_one_part_per_seed_of_its_agent() {
 
 #[test]
 fn every_profile_parses_and_bad_keys_name_the_file() {
-    for name in ["smoke", "small", "smollm", "paper"] {
+    for name in ["smoke", "small", "smollm", "quick", "paper"] {
         let p = Profile::from_file(&configs().join(format!("{name}.toml"))).unwrap();
         assert_eq!(p.name, name);
     }
-    // SmolLM2 from the set-up step's GGUF, LoRA with the authors' dropout.
+    // The default profile is smollm's flat SFT on fewer tasks, one seed, no ablations (its
+    // empty list of variants), and ScienceWorld's short task types: every other setting — and
+    // so ALFWorld's and TextCraft's training stages — smollm's own.
     let smollm = Profile::from_file(&configs().join("smollm.toml")).unwrap();
+    let quick = Profile::from_file(&configs().join("quick.toml")).unwrap();
+    assert_eq!(quick.methods, vec![Method::FlatSft]);
+    assert!(quick.ablations.is_none() && smollm.ablations.is_some());
+    assert_eq!(quick.eval.seeds, vec![0]);
+    for env in [EnvKind::Alfworld, EnvKind::Textcraft] {
+        let (q, s) = (quick.for_env(env), smollm.for_env(env));
+        assert_eq!(
+            (&q.data, &q.sft, &q.backbone),
+            (&s.data, &s.sft, &s.backbone)
+        );
+    }
+    let (qs, ss) = (
+        quick.for_env(EnvKind::Scienceworld),
+        smollm.for_env(EnvKind::Scienceworld),
+    );
+    assert_eq!(qs.data.task_types.len(), 17);
+    assert!(
+        qs.data.task_types.iter().all(|t| {
+            hier_envs::scienceworld::splits::eto_step_limit(t).is_some_and(|n| n <= 30)
+        })
+    );
+    assert_eq!((qs.data.train_episodes, qs.sft.steps), (170, 400));
+    assert_eq!(qs.eval.rollout, ss.eval.rollout);
+    assert_eq!(
+        (
+            qs.eval.tasks_per_split,
+            quick.for_env(EnvKind::Alfworld).eval.tasks_per_split
+        ),
+        (100, 40)
+    );
+    // SmolLM2 from the set-up step's GGUF, LoRA with the authors' dropout.
     assert!(
         matches!(&smollm.backbone, BackboneSpec::Hf { path } if path.ends_with("SmolLM2-135M-Instruct.Q4_1.gguf"))
     );
