@@ -148,10 +148,13 @@ pub fn write(
     let commit = commit();
     let mut md = String::new();
     // Environments may evaluate on their own number of tasks (`per_env.<env>.eval`).
-    let per_env_tasks: Vec<String> = (profile.envs.iter())
-        .map(|e| (e, profile.for_env(*e).eval.tasks_per_split))
-        .filter(|(_, n)| *n != profile.eval.tasks_per_split)
-        .map(|(e, n)| format!("{n} on {e}"))
+    // Each environment's view of the profile, resolved once for both notes below.
+    let per_env: Vec<(EnvKind, Profile)> = (profile.envs.iter())
+        .map(|e| (*e, profile.for_env(*e)))
+        .collect();
+    let per_env_tasks: Vec<String> = (per_env.iter())
+        .filter(|(_, p)| p.eval.tasks_per_split != profile.eval.tasks_per_split)
+        .map(|(e, p)| format!("{} on {e}", p.eval.tasks_per_split))
         .collect();
     let tasks = if per_env_tasks.is_empty() {
         format!("at most {} tasks per split", profile.eval.tasks_per_split)
@@ -170,8 +173,8 @@ pub fn write(
         profile.eval.seeds,
     ));
     // A column kept to some kinds of task is not the benchmark's column: say so above the table.
-    for e in &profile.envs {
-        let types = profile.for_env(*e).data.task_types;
+    for (e, p) in &per_env {
+        let types = &p.data.task_types;
         if !types.is_empty() {
             md.push_str(&format!(
                 "**{e} is kept to {} task types** (`per_env.{e}.data.task_types`; training and evaluation): {}.\n\n",
