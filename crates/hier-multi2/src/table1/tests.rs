@@ -323,7 +323,7 @@ fn every_profile_parses_and_bad_keys_name_the_file() {
             qs.eval.tasks_per_split,
             quick.for_env(EnvKind::Alfworld).eval.tasks_per_split
         ),
-        (100, 40)
+        (90, 32)
     );
     // SmolLM2 from the set-up step's GGUF, LoRA with the authors' dropout.
     assert!(
