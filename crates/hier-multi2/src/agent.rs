@@ -86,6 +86,19 @@ struct Live {
     limit: usize,
 }
 
+/// The rollouts play `tasks[i]` on `envs[i]`: a length mismatch is the caller's bug, said
+/// before any environment is reset.
+pub(crate) fn one_task_per_env(envs: &[Box<dyn Env>], tasks: &[Task]) -> Result<()> {
+    if envs.len() != tasks.len() {
+        return Err(Error::invalid(format!(
+            "{} environments for {} tasks",
+            envs.len(),
+            tasks.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Plays `tasks[i]` on `envs[i]` with the two roles, all episodes in lock step.
 pub fn rollout(
     envs: &mut [Box<dyn Env>],
@@ -95,13 +108,7 @@ pub fn rollout(
     cfg: &RolloutConfig,
     origin: &str,
 ) -> Result<Vec<Trace>> {
-    if envs.len() != tasks.len() {
-        return Err(Error::invalid(format!(
-            "{} environments for {} tasks",
-            envs.len(),
-            tasks.len()
-        )));
-    }
+    one_task_per_env(envs, tasks)?;
     let mut live: Vec<Live> = Vec::with_capacity(envs.len());
     for (env, task) in envs.iter_mut().zip(tasks) {
         let r = env

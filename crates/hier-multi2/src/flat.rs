@@ -7,8 +7,7 @@ use hier_data::batch::flat_prompt;
 use hier_envs::{Env, Task, step_all};
 
 use crate::agent::RolloutConfig;
-use crate::error::{Error, Result};
-use hier_train::SharedErrors as _;
+use crate::error::Result;
 use hier_train::policy::{TextPolicy, Trace};
 
 /// Plays `tasks[i]` on `envs[i]` with `policy`; the reply's first line is the action.
@@ -19,13 +18,7 @@ pub fn rollout_flat(
     cfg: &RolloutConfig,
     origin: &str,
 ) -> Result<Vec<Trace>> {
-    if envs.len() != tasks.len() {
-        return Err(Error::invalid(format!(
-            "{} environments for {} tasks",
-            envs.len(),
-            tasks.len()
-        )));
-    }
+    crate::agent::one_task_per_env(envs, tasks)?;
     let mut traces = Vec::with_capacity(envs.len());
     let mut limits = Vec::with_capacity(envs.len());
     for (env, task) in envs.iter_mut().zip(tasks) {

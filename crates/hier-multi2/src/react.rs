@@ -31,7 +31,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::RolloutConfig;
 use crate::error::{Error, Result};
-use hier_train::SharedErrors as _;
 use hier_train::policy::{Reply, TextPolicy, Trace};
 
 /// Settings of the prompted agents.
@@ -441,13 +440,7 @@ pub fn start_episodes(
     rollout: &RolloutConfig,
     origin: &str,
 ) -> Result<Vec<PromptedEpisode>> {
-    if envs.len() != tasks.len() {
-        return Err(Error::invalid(format!(
-            "{} environments for {} tasks",
-            envs.len(),
-            tasks.len()
-        )));
-    }
+    crate::agent::one_task_per_env(envs, tasks)?;
     envs.iter_mut()
         .zip(tasks)
         .map(|(env, task)| {
