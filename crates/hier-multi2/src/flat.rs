@@ -6,7 +6,7 @@
 use hier_data::batch::flat_prompt;
 use hier_envs::{Env, Task, step_all};
 
-use crate::agent::RolloutConfig;
+use crate::agent::{RolloutConfig, one_task_per_env};
 use crate::error::Result;
 use hier_train::policy::{TextPolicy, Trace};
 
@@ -18,7 +18,7 @@ pub fn rollout_flat(
     cfg: &RolloutConfig,
     origin: &str,
 ) -> Result<Vec<Trace>> {
-    crate::agent::one_task_per_env(envs, tasks)?;
+    one_task_per_env(envs, tasks)?;
     let mut traces = Vec::with_capacity(envs.len());
     let mut limits = Vec::with_capacity(envs.len());
     for (env, task) in envs.iter_mut().zip(tasks) {

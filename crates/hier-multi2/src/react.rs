@@ -29,7 +29,7 @@ use hier_data::schema::{FlatTrajectory, Sys2Transition};
 use hier_envs::{Env, Task, step_all};
 use serde::{Deserialize, Serialize};
 
-use crate::agent::RolloutConfig;
+use crate::agent::{RolloutConfig, one_task_per_env};
 use crate::error::{Error, Result};
 use hier_train::policy::{Reply, TextPolicy, Trace};
 
@@ -440,7 +440,7 @@ pub fn start_episodes(
     rollout: &RolloutConfig,
     origin: &str,
 ) -> Result<Vec<PromptedEpisode>> {
-    crate::agent::one_task_per_env(envs, tasks)?;
+    one_task_per_env(envs, tasks)?;
     envs.iter_mut()
         .zip(tasks)
         .map(|(env, task)| {
