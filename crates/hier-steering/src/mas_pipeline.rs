@@ -22,6 +22,7 @@ use hier_train::stages::{
     BackboneSpec, Report, RunConfig, Stages, backbone_stage, load, read_json, read_jsonl,
     run_pipeline, sft_stage, take, write_json,
 };
+use hier_train::upstream;
 use serde::{Deserialize, Serialize};
 
 use crate::data::{QaData, hex};
@@ -383,11 +384,15 @@ fn run_stages(p: &MasProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()
     );
     let mut evaluations = Vec::new();
     for (method, tau) in jobs {
-        let steer = match method {
-            MasMethod::None => String::new(),
-            MasMethod::Rl => Stages::upstream(&rl_dir),
-            MasMethod::ZeroShot | MasMethod::Forced => Stages::upstream(&zero_dir),
+        let steer_dir = match method {
+            MasMethod::None => None,
+            MasMethod::Rl => Some(&rl_dir),
+            MasMethod::ZeroShot | MasMethod::Forced => Some(&zero_dir),
         };
+        let played: Vec<String> = steer_dir.map(|d| Stages::upstream(d)).into_iter().collect();
+        let steer = played.first().cloned().unwrap_or_default();
+        // The steering adapter it plays, by content: the key names it by its settings only.
+        let digests = upstream::adapter_digests(&cfg.out.join("stages"), &played)?;
         let key = serde_json::json!({"method": method, "tau": tau, "steer": steer,
             "agents": agents_key, "eval": p.eval.tasks, "parallel": p.eval.parallel,
             "seeds": p.eval.seeds, "steer_config": p.steer});
@@ -396,6 +401,7 @@ fn run_stages(p: &MasProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()
             &format!("eval-{method}{tau_tag}"),
             key,
             |dir| -> Result<()> {
+                upstream::record(dir, &digests)?;
                 let started = Instant::now();
                 let (e, prefill, traces) = evaluate(
                     &lm,
@@ -418,6 +424,8 @@ fn run_stages(p: &MasProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()
                 Ok(write_json(&dir.join("evaluation.json"), &e)?)
             },
         )?;
+        // Refuses an evaluation of an adapter trained again since under the same name.
+        upstream::check(&dir, &digests)?;
         evaluations.push(read_json(&dir.join("evaluation.json"))?);
     }
     let run = MasRun {

@@ -44,6 +44,7 @@ use hier_train::stages::{
     Report, RunConfig, Stages, backbone_stage, load, read_json, read_jsonl, run_pipeline,
     sft_stage, take, write_json,
 };
+use hier_train::upstream;
 
 /// `n` forks of `env` (at least one), for episodes played side by side.
 pub(crate) fn forks(env: &QaEnv, n: usize) -> Vec<Box<dyn Env>> {
@@ -396,7 +397,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
     // 7. Filtered behaviour cloning from the training run's samples.
     let bc = sft_config(&p.bc, "steer-bc", p.seed);
     let key = serde_json::json!({"rl": Stages::upstream(&rl_dir), "sft": bc});
-    sft_stage(st, &mut lm, "steer-bc", key, &bc, || -> Result<_> {
+    let bc_dir = sft_stage(st, &mut lm, "steer-bc", key, &bc, || -> Result<_> {
         let records: Vec<StateRecord> = read_jsonl(&rl_dir.join("samples.jsonl"))?;
         let mut ex = filtered_bc_examples(&tok, &bank, &records, &p.steer, p.max_len)?;
         // The protocol as well, so that BC differs from the zero-shot agent only by its
@@ -448,7 +449,23 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
             }
             let tau_tag = tau.map(|t| format!("-tau{t}")).unwrap_or_default();
             let name = format!("eval-{method}-{}{tau_tag}", executor.name);
+            // The adapters it plays, by content: the key names them by their settings only.
+            let steer_dir = match method {
+                SteerMethod::None => None,
+                SteerMethod::Rl => Some(&rl_dir),
+                SteerMethod::FilteredBc => Some(&bc_dir),
+                SteerMethod::ZeroShot | SteerMethod::Planning | SteerMethod::Verification => {
+                    Some(&zero_dir)
+                }
+            };
+            let played: Vec<String> = (executor.adapter.iter())
+                .filter_map(|(_, adapter)| adapter.parent())
+                .chain(steer_dir.map(PathBuf::as_path))
+                .map(Stages::upstream)
+                .collect();
+            let digests = upstream::adapter_digests(&cfg.out.join("stages"), &played)?;
             let dir = st.run(&name, key, |dir| -> Result<()> {
+                upstream::record(dir, &digests)?;
                 let player = ready(player, executor, &cfg.device)?;
                 let started = std::time::Instant::now();
                 let (results, slow_path_runs, prefill) = evaluate(
@@ -473,6 +490,8 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
                 write_prefill_report(dir, cfg.prefix_cache_mib, prefill, seconds)?;
                 Ok(write_json(&dir.join("evaluation.json"), &e)?)
             })?;
+            // Refuses an evaluation of adapters trained again since under the same names.
+            upstream::check(&dir, &digests)?;
             evaluations.push(read_json(&dir.join("evaluation.json"))?);
         }
         // Done with this executor: free its model before the next one loads.

@@ -88,4 +88,22 @@ fn the_smoke_profile_writes_every_row_and_resumes() {
     let again = run(&p, &cfg(b.clone(), None)).unwrap();
     assert!(again.stages.iter().all(|s| s.cached));
     assert_eq!(csv(&a), csv(&b));
+    // The steering adapter trained again under the same settings (here: one weight's lowest
+    // mantissa bit flipped): the done evaluation that played the first one is refused, by name.
+    let stage = |name: &str| {
+        let s = again.stages.iter().find(|s| s.name == name).unwrap();
+        b.join(&s.dir)
+    };
+    let weights = stage("steer-rl").join("adapter/adapter_model.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    // The last tensor's last element ends the file; 4 bytes from the end is a mantissa's
+    // lowest byte for f32, f16 and bf16 alike: the adapter stays loadable and finite.
+    let n = bytes.len();
+    bytes[n - 4] ^= 1;
+    std::fs::write(&weights, bytes).unwrap();
+    let err = run(&p, &cfg(b.clone(), None)).unwrap_err().to_string();
+    assert!(
+        err.contains("eval-rl") && err.contains("steer-rl-"),
+        "{err}"
+    );
 }
