@@ -232,6 +232,9 @@ pub fn grouped_bars_bounded(
 /// The legend of [`grouped_bars_bounded`] in its own strip: a swatch and name per drawn
 /// series, then the series that have no bar at all, named, so that a missing method is not
 /// mistaken for one at zero.
+/// Characters of a legend label that fit the legend strip on one line at 14 px.
+const LEGEND_CHARS: usize = 18;
+
 fn legend_strip<DB: DrawingBackend>(
     side: &DrawingArea<DB, plotters::coord::Shift>,
     series: &[Series],
@@ -241,10 +244,20 @@ fn legend_strip<DB: DrawingBackend>(
     let font = ("sans-serif", 14).into_font();
     let row = 22;
     let mut y = 24;
+    // The strip is 170 px wide: a longer label's parenthesis goes on a line of its own.
+    let detail = ("sans-serif", 12).into_font();
     for &s in shown {
         let color = PALETTE[s % PALETTE.len()];
         side.draw(&Rectangle::new([(4, y - 6), (16, y + 6)], color.filled()))?;
-        side.draw(&Text::new(series[s].0.clone(), (24, y - 8), font.clone()))?;
+        let label = &series[s].0;
+        match label.split_once(" (") {
+            Some((name, rest)) if label.chars().count() > LEGEND_CHARS => {
+                side.draw(&Text::new(name.to_string(), (24, y - 8), font.clone()))?;
+                y += row - 4;
+                side.draw(&Text::new(format!("({rest}"), (24, y - 8), detail.clone()))?;
+            }
+            _ => side.draw(&Text::new(label.clone(), (24, y - 8), font.clone()))?,
+        }
         y += row;
     }
     if !empty.is_empty() {

@@ -20,7 +20,7 @@ use hier_train::metrics::{Terciles, estimate, success_over_seeds};
 use crate::envs::EnvKind;
 use crate::error::{Error, Result};
 use crate::online_rl::CurvePoint;
-use crate::table1::profile::Profile;
+use crate::table1::profile::{Method, Profile};
 use crate::table1::results::{AblationRow, Cell};
 use hier_train::SharedErrors as _;
 
@@ -157,10 +157,34 @@ fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
             ["Easy", "Medium", "Hard"].map(|d| format!("{split} {d} (pooled)"))
         })
         .collect();
+    // Each method is pooled over the environments it ran; where those differ between
+    // methods, its legend entry names them, so that a pool of three environments is not read
+    // as comparable with a pool of one.
+    let envs_of = |m: &Method| -> Vec<&'static str> {
+        let mut envs: Vec<&'static str> = Vec::new();
+        for c in cells.iter().filter(|c| &c.method == m) {
+            let label = c.env.spec().label;
+            if !envs.contains(&label) {
+                envs.push(label);
+            }
+        }
+        envs
+    };
+    let covered: Vec<Vec<&str>> = (profile.methods.iter())
+        .map(envs_of)
+        .filter(|e| !e.is_empty())
+        .collect();
+    let coverage_differs = covered.windows(2).any(|w| w[0] != w[1]);
     let series: Vec<Series> = profile
         .methods
         .iter()
         .map(|m| {
+            let envs = envs_of(m);
+            let label = if coverage_differs && !envs.is_empty() {
+                format!("{} ({})", m.label(), envs.join(", "))
+            } else {
+                m.label().to_string()
+            };
             let v = splits
                 .iter()
                 .flat_map(|split| (0..3).map(move |d| (*split, d)))
@@ -182,7 +206,7 @@ fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
                     }
                 })
                 .collect();
-            (m.label().to_string(), v)
+            (label, v)
         })
         .collect();
     grouped_bars_bounded(
