@@ -24,6 +24,7 @@
 pub mod config;
 pub mod device;
 pub mod error;
+pub mod few_rows;
 pub mod generate;
 pub mod gguf;
 pub mod heads;

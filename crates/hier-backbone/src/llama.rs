@@ -23,6 +23,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::config::ModelConfig;
 use crate::error::{BackboneError, Result};
+use crate::few_rows::Layout;
 use crate::lora::{LoraConfig, LoraLinear, LoraPair, TargetModule};
 use crate::param::named_param;
 use crate::rope::{Rope, apply_rotary};
@@ -754,9 +755,17 @@ impl CausalLm {
 
     /// Logits `[.., vocab]` of hidden states `[.., H]`.
     pub fn lm_logits<const D: usize>(&self, hidden: Tensor<D>) -> Tensor<D> {
-        match &self.lm_head {
-            Some(w) => linear(hidden, w.val(), None),
-            None => linear(hidden, self.embed_tokens.val().transpose(), None),
+        // A decoding step's few rows read the vocabulary's weights once (few_rows).
+        let (w, layout) = match &self.lm_head {
+            Some(w) => (w.val(), Layout::InOut),
+            None => (self.embed_tokens.val(), Layout::OutIn),
+        };
+        if let Some(y) = crate::few_rows::linear(&hidden, &w, None, layout) {
+            return y;
+        }
+        match layout {
+            Layout::InOut => linear(hidden, w, None),
+            Layout::OutIn => linear(hidden, w.transpose(), None),
         }
     }
 

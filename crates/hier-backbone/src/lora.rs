@@ -14,6 +14,7 @@
 
 use burn::module::{Module, Param};
 
+use crate::few_rows::Layout;
 use crate::param::named_param;
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 
@@ -284,11 +285,12 @@ impl LoraLinear {
         adapter: Option<usize>,
         train: bool,
     ) -> Tensor<D> {
-        let base = burn::tensor::module::linear(
-            x.clone(),
-            self.weight.val(),
-            self.bias.as_ref().map(|b| b.val()),
-        );
+        let (weight, bias) = (self.weight.val(), self.bias.as_ref().map(|b| b.val()));
+        // A decoding step's few rows read the weight once (few_rows), the rest go to the GEMM.
+        let base = match crate::few_rows::linear(&x, &weight, bias.as_ref(), Layout::InOut) {
+            Some(y) => y,
+            None => burn::tensor::module::linear(x.clone(), weight, bias),
+        };
         match adapter
             .and_then(|i| self.lora.get(i))
             .and_then(Option::as_ref)
