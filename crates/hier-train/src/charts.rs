@@ -229,12 +229,12 @@ pub fn grouped_bars_bounded(
     Ok(())
 }
 
-/// The legend of [`grouped_bars_bounded`] in its own strip: a swatch and name per drawn
-/// series, then the series that have no bar at all, named, so that a missing method is not
-/// mistaken for one at zero.
 /// Characters of a legend label that fit the legend strip on one line at 14 px.
 const LEGEND_CHARS: usize = 18;
 
+/// The legend of [`grouped_bars_bounded`] in its own strip: a swatch and name per drawn
+/// series, then the series that have no bar at all, named, so that a missing method is not
+/// mistaken for one at zero.
 fn legend_strip<DB: DrawingBackend>(
     side: &DrawingArea<DB, plotters::coord::Shift>,
     series: &[Series],
