@@ -64,13 +64,13 @@ pub fn linear<const D: usize>(
         Layout::OutIn if b == k => a,
         _ => return None,
     };
-    let b = match bias {
-        Some(t) => {
-            let t = flex(t)?;
-            let s = t.as_slice::<f32>()?.to_vec();
-            (s.len() == n).then_some(s)?
-        }
-        None => Vec::new(),
+    let bias = match bias {
+        Some(t) => Some(flex(t)?),
+        None => None,
+    };
+    let b: &[f32] = match &bias {
+        Some(t) => Some(t.as_slice::<f32>()?).filter(|s| s.len() == n)?,
+        None => &[],
     };
     let xt = flex(x)?;
     let xs: Cow<'_, [f32]> = match xt.as_slice::<f32>() {
@@ -81,7 +81,7 @@ pub fn linear<const D: usize>(
     let mut y = matmul(&xs, rows, k, w, n, layout);
     if !b.is_empty() {
         for row in y.chunks_exact_mut(n) {
-            row.iter_mut().zip(&b).for_each(|(v, b)| *v += b);
+            row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
         }
     }
     let mut shape = dims;
@@ -167,7 +167,7 @@ pub fn matmul(x: &[f32], rows: usize, k: usize, w: &[f32], n: usize, layout: Lay
                 .collect();
             let mut y = vec![0.0f32; rows * n];
             for (&c0, part) in starts.iter().zip(&parts) {
-                let width = part.len() / rows.max(1);
+                let width = part.len() / rows;
                 for r in 0..rows {
                     y[r * n + c0..r * n + c0 + width]
                         .copy_from_slice(&part[r * width..(r + 1) * width]);

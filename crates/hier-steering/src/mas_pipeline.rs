@@ -382,17 +382,20 @@ fn run_stages(p: &MasProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result<()
             .filter(|t| **t != p.steer.tau)
             .map(|t| (MasMethod::Rl, Some(*t))),
     );
+    // The steering adapters evaluations play, by content (keys name them by their settings
+    // only), each hashed once.
+    let steer_names = [&rl_dir, &zero_dir].map(|d| Stages::upstream(d));
+    let steer_digests = upstream::adapter_digests(&cfg.out.join("stages"), &steer_names)?;
     let mut evaluations = Vec::new();
     for (method, tau) in jobs {
-        let steer_dir = match method {
-            MasMethod::None => None,
-            MasMethod::Rl => Some(&rl_dir),
-            MasMethod::ZeroShot | MasMethod::Forced => Some(&zero_dir),
+        let steer = match method {
+            MasMethod::None => String::new(),
+            MasMethod::Rl => Stages::upstream(&rl_dir),
+            MasMethod::ZeroShot | MasMethod::Forced => Stages::upstream(&zero_dir),
         };
-        let played: Vec<String> = steer_dir.map(|d| Stages::upstream(d)).into_iter().collect();
-        let steer = played.first().cloned().unwrap_or_default();
-        // The steering adapter it plays, by content: the key names it by its settings only.
-        let digests = upstream::adapter_digests(&cfg.out.join("stages"), &played)?;
+        let digests: upstream::Digests = (steer_digests.get_key_value(&steer).into_iter())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let key = serde_json::json!({"method": method, "tau": tau, "steer": steer,
             "agents": agents_key, "eval": p.eval.tasks, "parallel": p.eval.parallel,
             "seeds": p.eval.seeds, "steer_config": p.steer});

@@ -408,16 +408,33 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
 
     // 8. Evaluation: every method with the training executor, the τ sweep, and transfer.
     let test = data.test_tasks(p.eval.tasks)?;
-    let upstream = |m: SteerMethod| match m {
-        SteerMethod::None => String::new(),
-        SteerMethod::Rl => Stages::upstream(&rl_dir),
-        SteerMethod::FilteredBc => format!("bc-of-{}", Stages::upstream(&rl_dir)),
+    // The stage of the steering adapter each method plays (none: no steering).
+    let steer_stage = |m: SteerMethod| match m {
+        SteerMethod::None => None,
+        SteerMethod::Rl => Some(&rl_dir),
+        SteerMethod::FilteredBc => Some(&bc_dir),
         SteerMethod::ZeroShot | SteerMethod::Planning | SteerMethod::Verification => {
-            Stages::upstream(&zero_dir)
+            Some(&zero_dir)
         }
     };
+    // What an evaluation's key says of it: filtered BC's names the RL stage it was filtered
+    // from, as its keys always have.
+    let steer_key = |m: SteerMethod| match m {
+        SteerMethod::FilteredBc => format!("bc-of-{}", Stages::upstream(&rl_dir)),
+        _ => steer_stage(m).map_or_else(String::new, |d| Stages::upstream(d)),
+    };
+    // The adapters evaluations play, by content (keys name them by their settings only),
+    // each hashed once.
+    let stages_root = cfg.out.join("stages");
+    let steer_names = [&rl_dir, &bc_dir, &zero_dir].map(|d| Stages::upstream(d));
+    let steer_digests = upstream::adapter_digests(&stages_root, &steer_names)?;
     let mut evaluations = Vec::new();
     for (x, (executor, player)) in executors.iter().zip(&mut players).enumerate() {
+        let executor_stage: Vec<String> = (executor.adapter.iter())
+            .filter_map(|(_, adapter)| adapter.parent())
+            .map(Stages::upstream)
+            .collect();
+        let executor_digests = upstream::adapter_digests(&stages_root, &executor_stage)?;
         let jobs: Vec<(SteerMethod, Option<f64>)> = if x == 0 {
             let mut jobs: Vec<(SteerMethod, Option<f64>)> = SteerMethod::ALL
                 .iter()
@@ -440,7 +457,7 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
         };
         for (method, tau) in jobs {
             let mut key = serde_json::json!({"method": method, "executor": executor.key,
-                "tau": tau, "steer": upstream(method), "eval": p.eval.tasks,
+                "tau": tau, "steer": steer_key(method), "eval": p.eval.tasks,
                 "parallel": p.eval.parallel, "seeds": p.eval.seeds, "steer_config": p.steer, "sampling": p.executor_sampling,
                 "qa": p.qa});
             if data.world.is_none() {
@@ -449,21 +466,12 @@ fn run_stages(p: &SteeringProfile, cfg: &RunConfig, st: &mut Stages<'_>) -> Resu
             }
             let tau_tag = tau.map(|t| format!("-tau{t}")).unwrap_or_default();
             let name = format!("eval-{method}-{}{tau_tag}", executor.name);
-            // The adapters it plays, by content: the key names them by their settings only.
-            let steer_dir = match method {
-                SteerMethod::None => None,
-                SteerMethod::Rl => Some(&rl_dir),
-                SteerMethod::FilteredBc => Some(&bc_dir),
-                SteerMethod::ZeroShot | SteerMethod::Planning | SteerMethod::Verification => {
-                    Some(&zero_dir)
-                }
-            };
-            let played: Vec<String> = (executor.adapter.iter())
-                .filter_map(|(_, adapter)| adapter.parent())
-                .chain(steer_dir.map(PathBuf::as_path))
-                .map(Stages::upstream)
-                .collect();
-            let digests = upstream::adapter_digests(&cfg.out.join("stages"), &played)?;
+            let mut digests = executor_digests.clone();
+            if let Some(d) = steer_stage(method).map(|d| Stages::upstream(d))
+                && let Some(hex) = steer_digests.get(&d)
+            {
+                digests.insert(d, hex.clone());
+            }
             let dir = st.run(&name, key, |dir| -> Result<()> {
                 upstream::record(dir, &digests)?;
                 let player = ready(player, executor, &cfg.device)?;

@@ -2,6 +2,8 @@
 //! and resumes to the same tables. Alone in its test binary (as `steering_smoke.rs`): it
 //! compares tables byte for byte.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use hier_steering::mas_pipeline::{MasProfile, profile_path, run};
@@ -90,17 +92,7 @@ fn the_smoke_profile_writes_every_row_and_resumes() {
     assert_eq!(csv(&a), csv(&b));
     // The steering adapter trained again under the same settings (here: one weight's lowest
     // mantissa bit flipped): the done evaluation that played the first one is refused, by name.
-    let stage = |name: &str| {
-        let s = again.stages.iter().find(|s| s.name == name).unwrap();
-        b.join(&s.dir)
-    };
-    let weights = stage("steer-rl").join("adapter/adapter_model.safetensors");
-    let mut bytes = std::fs::read(&weights).unwrap();
-    // The last tensor's last element ends the file; 4 bytes from the end is a mantissa's
-    // lowest byte for f32, f16 and bf16 alike: the adapter stays loadable and finite.
-    let n = bytes.len();
-    bytes[n - 4] ^= 1;
-    std::fs::write(&weights, bytes).unwrap();
+    common::flip_a_steer_rl_weight(&again, &b);
     let err = run(&p, &cfg(b.clone(), None)).unwrap_err().to_string();
     assert!(
         err.contains("eval-rl") && err.contains("steer-rl-"),

@@ -3,6 +3,8 @@
 //! in the last bits when other tests share its thread pool, and this test compares tables
 //! byte for byte.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use hier_steering::pipeline::{SteeringProfile, profile_path, run};
@@ -119,17 +121,7 @@ fn the_smoke_profile_runs_every_stage_writes_its_outputs_and_resumes() {
     // The steering adapter trained again under the same settings (here: one weight's lowest
     // mantissa bit flipped): the done evaluations that played the first one are refused, by
     // name, instead of being reported as the second one's.
-    let stage = |name: &str| {
-        let s = again.stages.iter().find(|s| s.name == name).unwrap();
-        b.join(&s.dir)
-    };
-    let weights = stage("steer-rl").join("adapter/adapter_model.safetensors");
-    let mut bytes = std::fs::read(&weights).unwrap();
-    // The last tensor's last element ends the file; 4 bytes from the end is a mantissa's
-    // lowest byte for f32, f16 and bf16 alike: the adapter stays loadable and finite.
-    let n = bytes.len();
-    bytes[n - 4] ^= 1;
-    std::fs::write(&weights, bytes).unwrap();
+    common::flip_a_steer_rl_weight(&again, &b);
     let err = run(&p, &cfg(b.clone(), None)).unwrap_err().to_string();
     assert!(
         err.contains("eval-rl-main") && err.contains("steer-rl-"),

@@ -170,16 +170,11 @@ fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
         }
         envs
     };
-    let covered: Vec<Vec<&str>> = (profile.methods.iter())
-        .map(envs_of)
-        .filter(|e| !e.is_empty())
-        .collect();
-    let coverage_differs = covered.windows(2).any(|w| w[0] != w[1]);
-    let series: Vec<Series> = profile
-        .methods
-        .iter()
-        .map(|m| {
-            let envs = envs_of(m);
+    let covered: Vec<Vec<&str>> = profile.methods.iter().map(envs_of).collect();
+    let ran: Vec<&Vec<&str>> = covered.iter().filter(|e| !e.is_empty()).collect();
+    let coverage_differs = ran.windows(2).any(|w| w[0] != w[1]);
+    let series: Vec<Series> = (profile.methods.iter().zip(&covered))
+        .map(|(m, envs)| {
             let label = if coverage_differs && !envs.is_empty() {
                 format!("{} ({})", m.label(), envs.join(", "))
             } else {
