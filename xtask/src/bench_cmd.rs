@@ -84,6 +84,10 @@ pub struct BenchArgs {
     /// steering's N continuations of one state), whose prefix is then prefilled once.
     #[arg(long)]
     same_prompt: bool,
+    /// forward, generate: multiply the dense f32 weights even where the GGUF file's blocks are
+    /// kept for decoding (the other side of `hier_backbone::packed`'s comparison).
+    #[arg(long)]
+    dense_weights: bool,
 }
 
 /// User + system CPU seconds of this process so far (Linux; NaN elsewhere).
@@ -221,7 +225,10 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
             (m, c, batch * seq)
         }
         Workload::Forward => {
-            let lm = crate::model_cmd::load_model(&model, &device)?.1;
+            let mut lm = crate::model_cmd::load_model(&model, &device)?.1;
+            if a.dense_weights {
+                lm.drop_packed_weights();
+            }
             let rows: Vec<Vec<u32>> = (0..batch)
                 .map(|_| random_tokens(&mut rng, lm.config.vocab_size, seq))
                 .collect();
@@ -234,7 +241,10 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
             (m, c, batch * seq)
         }
         Workload::Generate => {
-            let lm = crate::model_cmd::load_model(&model, &device)?.1;
+            let mut lm = crate::model_cmd::load_model(&model, &device)?.1;
+            if a.dense_weights {
+                lm.drop_packed_weights();
+            }
             let one = random_tokens(&mut rng, lm.config.vocab_size, seq);
             let reqs: Vec<GenerationRequest> = (0..batch)
                 .map(|_| GenerationRequest {
@@ -290,6 +300,7 @@ pub fn bench(a: &BenchArgs) -> Result<()> {
             "seq": seq,
             "new_tokens": if a.workload == Workload::Generate { Some(a.new_tokens) } else { None },
             "same_prompt": a.same_prompt,
+            "dense_weights": a.dense_weights,
             "steps": a.steps,
             "median_s": median_s,
             "tokens_per_s": tokens as f64 / median_s,

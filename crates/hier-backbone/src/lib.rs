@@ -30,6 +30,7 @@ pub mod gguf;
 pub mod heads;
 pub mod llama;
 pub mod lora;
+pub mod packed;
 pub mod param;
 pub mod peft;
 pub mod prefix_cache;

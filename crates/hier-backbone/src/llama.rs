@@ -15,6 +15,8 @@
 //! with one fused `qkv_proj` and gate/up with one `gate_up_proj` (split in that order), and
 //! rotates only the first `partial_rotary_factor · d` dimensions of each head.
 
+use std::sync::Arc;
+
 use burn::module::{Module, Param};
 use burn::tensor::activation::silu;
 use burn::tensor::module::{attention, embedding, linear};
@@ -25,6 +27,7 @@ use crate::config::ModelConfig;
 use crate::error::{BackboneError, Result};
 use crate::few_rows::Layout;
 use crate::lora::{LoraConfig, LoraLinear, LoraPair, TargetModule};
+use crate::packed::PackedWeight;
 use crate::param::named_param;
 use crate::rope::{Rope, apply_rotary};
 
@@ -298,6 +301,11 @@ pub struct CausalLm {
     pub norm: RmsNorm,
     /// `lm_head.weight` transposed, `[H, vocab]`; `None` when tied to `embed_tokens`.
     pub lm_head: Option<Param<Tensor<2>>>,
+    /// The output projection (`lm_head`, or the tied `embed_tokens`) as its GGUF file stores
+    /// it, `[vocab, H]`, for the decoding step's logits ([`crate::packed`]); it decodes to
+    /// exactly the dense weight.
+    #[module(skip)]
+    pub packed_output: Option<Arc<PackedWeight>>,
     /// The configuration.
     #[module(skip)]
     pub config: ModelConfig,
@@ -393,10 +401,36 @@ impl CausalLm {
                 eps: config.rms_norm_eps,
             },
             lm_head: lm_head.map(|t| named_param("lm_head.weight", t, false)),
+            packed_output: None,
             rope: Rope::new(&config),
             config,
             adapters: Vec::new(),
         }
+    }
+
+    /// How many weights are kept in their file's blocks for decoding ([`crate::packed`]),
+    /// and the bytes those blocks take.
+    pub fn packed_weights(&self) -> (usize, usize) {
+        let packed = self
+            .layers
+            .iter()
+            .flat_map(|l| l.linears())
+            .filter_map(|(_, lin)| lin.packed.as_deref())
+            .chain(self.packed_output.as_deref());
+        packed.fold((0, 0), |(n, bytes), p| (n + 1, bytes + p.bytes()))
+    }
+
+    /// Drops the weights kept in their file's blocks: every product then multiplies the dense
+    /// f32 weights (for comparisons of the two paths, or to give the memory back).
+    pub fn drop_packed_weights(&mut self) {
+        for layer in &mut self.layers {
+            for t in TargetModule::EVERY {
+                if let Some(lin) = layer.target_mut(t) {
+                    lin.packed = None;
+                }
+            }
+        }
+        self.packed_output = None;
     }
 
     /// The device the weights live on.
@@ -755,7 +789,13 @@ impl CausalLm {
 
     /// Logits `[.., vocab]` of hidden states `[.., H]`.
     pub fn lm_logits<const D: usize>(&self, hidden: Tensor<D>) -> Tensor<D> {
-        // A decoding step's few rows read the vocabulary's weights once (few_rows).
+        // A decoding step's few rows read the vocabulary's weights once (few_rows), from the
+        // file's blocks where they are kept.
+        if let Some(p) = &self.packed_output
+            && let Some(y) = crate::few_rows::linear_packed(&hidden, p, None)
+        {
+            return y;
+        }
         let (w, layout) = match &self.lm_head {
             Some(w) => (w.val(), Layout::InOut),
             None => (self.embed_tokens.val(), Layout::OutIn),

@@ -12,9 +12,12 @@
 //! Initialisation follows PEFT: `A ~ U(−1/√in, 1/√in)` (Kaiming-uniform with a = √5), `B = 0`,
 //! so a fresh adapter leaves the model's outputs unchanged.
 
+use std::sync::Arc;
+
 use burn::module::{Module, Param};
 
 use crate::few_rows::Layout;
+use crate::packed::PackedWeight;
 use crate::param::named_param;
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 
@@ -260,6 +263,11 @@ pub struct LoraLinear {
     pub bias: Option<Param<Tensor<1>>>,
     /// Slot `i` holds adapter `i`'s pair, or `None` if that adapter does not target this layer.
     pub lora: Vec<Option<LoraPair>>,
+    /// `W` as the GGUF file it came from stores it (transposed: `[out, in]`), for the products
+    /// of a decoding step ([`crate::packed`]). Invariant: it decodes to exactly `weight`, so
+    /// anything that makes a new `W` ([`LoraLinear::merged`]) leaves it out.
+    #[module(skip)]
+    pub packed: Option<Arc<PackedWeight>>,
 }
 
 impl LoraLinear {
@@ -269,6 +277,7 @@ impl LoraLinear {
             weight: named_param(&format!("{name}.weight"), weight, false),
             bias: bias.map(|b| named_param(&format!("{name}.bias"), b, false)),
             lora: Vec::new(),
+            packed: None,
         }
     }
 
@@ -286,8 +295,13 @@ impl LoraLinear {
         train: bool,
     ) -> Tensor<D> {
         let (weight, bias) = (self.weight.val(), self.bias.as_ref().map(|b| b.val()));
-        // A decoding step's few rows read the weight once (few_rows), the rest go to the GEMM.
-        let base = match crate::few_rows::linear(&x, &weight, bias.as_ref(), Layout::InOut) {
+        // A decoding step's few rows read the weight once (few_rows), from the file's blocks
+        // where they are kept; the rest go to the GEMM.
+        let few = match &self.packed {
+            Some(p) => crate::few_rows::linear_packed(&x, p, bias.as_ref()),
+            None => crate::few_rows::linear(&x, &weight, bias.as_ref(), Layout::InOut),
+        };
+        let base = match few {
             Some(y) => y,
             None => burn::tensor::module::linear(x.clone(), weight, bias),
         };
@@ -324,8 +338,11 @@ impl LoraLinear {
     /// A plain layer with `W + s·A·B` of `adapter` folded in, for fast inference.
     pub fn merged(&self, adapter: usize) -> Self {
         let mut weight = self.weight.val();
+        let mut packed = self.packed.clone();
         if let Some(Some(pair)) = self.lora.get(adapter) {
             weight = weight + pair.a.val().matmul(pair.b.val()) * pair.scale;
+            // W changed: its blocks no longer decode to it.
+            packed = None;
         }
         Self {
             weight: Param::initialized(self.weight.id, weight.detach()).set_require_grad(false),
@@ -334,6 +351,7 @@ impl LoraLinear {
                 .as_ref()
                 .map(|b| Param::initialized(b.id, b.val().detach()).set_require_grad(false)),
             lora: Vec::new(),
+            packed,
         }
     }
 }

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use burn::tensor::{Device, Tensor, TensorData};
 use safetensors::{Dtype, SafeTensors};
@@ -19,6 +20,7 @@ use crate::llama::{
     SeparateQkv,
 };
 use crate::lora::LoraLinear;
+use crate::packed::PackedWeight;
 
 /// A tensor read from a checkpoint, converted to f32 on the host.
 #[derive(Debug, Clone)]
@@ -144,6 +146,12 @@ pub fn write_safetensors(path: &Path, tensors: &BTreeMap<String, HostTensor>) ->
 pub trait TensorSource {
     /// The tensor `name`, which must have `shape` (HF layout).
     fn take(&mut self, name: &str, shape: &[usize], kind: InitKind) -> Result<HostTensor>;
+    /// The 2-D tensor `name` (HF layout `[out, in]`, already [`TensorSource::take`]n) as the
+    /// file stores it, when it is kept that way for decoding ([`PackedWeight`]); `None` for
+    /// sources of f32 values (checkpoints, random initialisation) and types without a kernel.
+    fn packed(&mut self, _name: &str) -> Result<Option<PackedWeight>> {
+        Ok(None)
+    }
     /// Called after the model is built: complain about tensors nobody took.
     fn finish(self) -> Result<()>;
 }
@@ -335,7 +343,24 @@ fn take_linear(
     } else {
         None
     };
-    Ok(LoraLinear::new(prefix, to_device2(w, device), b))
+    let mut lin = LoraLinear::new(prefix, to_device2(w, device), b);
+    lin.packed = packed(src, &format!("{prefix}.weight"), [dout, din])?;
+    Ok(lin)
+}
+
+/// [`TensorSource::packed`], checked to have the HF shape `[out, in]` the dense weight has.
+fn packed(
+    src: &mut impl TensorSource,
+    name: &str,
+    shape: [usize; 2],
+) -> Result<Option<Arc<PackedWeight>>> {
+    match src.packed(name)? {
+        Some(p) if p.dims() != shape => Err(BackboneError::Invalid(format!(
+            "{name}: packed blocks of {:?}, dense weight of {shape:?}",
+            p.dims()
+        ))),
+        p => Ok(p.map(Arc::new)),
+    }
 }
 
 fn take_norm(
@@ -428,17 +453,20 @@ impl CausalLm {
             });
         }
         let norm = to_device1(src.take("model.norm.weight", &[h], InitKind::Ones)?, device);
-        let lm_head = if c.tie_word_embeddings {
-            None
+        let (lm_head, packed_output) = if c.tie_word_embeddings {
+            let packed = packed(&mut src, "model.embed_tokens.weight", [c.vocab_size, h])?;
+            (None, packed)
         } else {
-            Some(to_device2(
-                src.take("lm_head.weight", &[c.vocab_size, h], InitKind::Normal)?
-                    .transposed(),
-                device,
-            ))
+            let w = src
+                .take("lm_head.weight", &[c.vocab_size, h], InitKind::Normal)?
+                .transposed();
+            let packed = packed(&mut src, "lm_head.weight", [c.vocab_size, h])?;
+            (Some(to_device2(w, device)), packed)
         };
         src.finish()?;
-        Ok(CausalLm::from_parts(config, embed, layers, norm, lm_head))
+        let mut lm = CausalLm::from_parts(config, embed, layers, norm, lm_head);
+        lm.packed_output = packed_output;
+        Ok(lm)
     }
 
     /// Loads a model: an HF directory (`config.json` + safetensors) or a `.gguf` file

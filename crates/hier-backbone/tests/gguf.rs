@@ -65,13 +65,69 @@ fn check_logits(lm: &CausalLm, r: &Value, label: &str) {
     assert!(err < 1e-5, "{label}: relative L2 error {err}");
 }
 
+/// The 12-token sequences are decoding-sized (≤ 16 rows), so the q8 models' logits come from
+/// the weights kept in their blocks: all 7 projections of both layers, and qwen2's tied head
+/// (Q8_0; qwen3's is f32). K-quants and f32 are not kept packed.
 #[test]
 fn tiny_models_match_transformers_gguf_loader() {
-    for name in ["llama-f32", "llama-q4k", "qwen2-q8", "qwen3-q8"] {
+    for (name, packed) in [
+        ("llama-f32", 0),
+        ("llama-q4k", 0),
+        ("qwen2-q8", 15),
+        ("qwen3-q8", 14),
+    ] {
         let r = reference(name);
         let path = fixtures().join(format!("{name}.gguf"));
         let lm = CausalLm::load(&path, &Device::flex()).unwrap();
+        assert_eq!(lm.packed_weights().0, packed, "{name}");
         check_logits(&lm, &r, name);
+    }
+}
+
+/// A weight kept in its blocks multiplies as the `gguf` package's dequantised values do: rows
+/// of x across the 4-row groups, output features across the tasks, the decoded tiles (8 rows
+/// of 512 here) and an odd last pair.
+#[test]
+fn packed_products_match_the_gguf_packages_values() {
+    use hier_backbone::packed::PackedWeight;
+    for ty in ["Q4_0", "Q4_1", "Q8_0"] {
+        let dir = fixtures().join("quants");
+        let f = GgufFile::open(&dir.join(format!("{ty}.gguf"))).unwrap();
+        let t = f.tensor("t").unwrap();
+        let (three, k) = (3, 512);
+        let theirs = read_f32(&dir.join(format!("{ty}.f32")));
+        // 37 rows: the file's 3, over and over.
+        let n = 37;
+        let blocks = f.tensor_bytes(t).unwrap();
+        let row_bytes = blocks.len() / three;
+        let bytes: Vec<u8> = (0..n)
+            .flat_map(|j| blocks[(j % three) * row_bytes..(j % three + 1) * row_bytes].to_vec())
+            .collect();
+        let w = PackedWeight::new(t.ty, n, k, bytes, ty).unwrap();
+        assert_eq!(w.row(4), theirs[k..2 * k].to_vec(), "{ty}: row 4 decoded");
+        let mut seed = 11u32;
+        for rows in [1, 3, 4, 5, 8, 16] {
+            let x: Vec<f32> = (0..rows * k)
+                .map(|_| {
+                    seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+                })
+                .collect();
+            let y = w.matmul(&x, rows);
+            assert_eq!(y.len(), rows * n);
+            for r in 0..rows {
+                for j in 0..n {
+                    let e = &theirs[(j % three) * k..(j % three + 1) * k];
+                    let want: f64 = (0..k).map(|i| x[r * k + i] as f64 * e[i] as f64).sum();
+                    let scale: f64 = (0..k).map(|i| (x[r * k + i] * e[i]).abs() as f64).sum();
+                    let got = y[r * n + j] as f64;
+                    assert!(
+                        (got - want).abs() <= 1e-6 * scale + 1e-7,
+                        "{ty} rows {rows}: y[{r}, {j}] = {got}, defined {want}"
+                    );
+                }
+            }
+        }
     }
 }
 

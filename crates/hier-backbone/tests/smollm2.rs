@@ -76,3 +76,34 @@ fn smollm2_logits_match_transformers() {
     let err = rel_l2(&ours[(t - 1) * v..], &read_f32(&p));
     assert!(err < 1e-4, "relative L2 error of the last logits {err}");
 }
+
+/// A decoding step: the prompt but its last token prefilled into a KV cache (the GEMM's
+/// path), then the last token alone, whose logits come from the weights kept in the file's
+/// blocks — every projection of the 30 layers in Q4_1 with llama.cpp's q/k row order undone,
+/// and the tied output projection in Q8_0.
+#[test]
+fn smollm2_decoding_step_matches_transformers() {
+    let r = reference();
+    let lm = CausalLm::load(&model(), &Device::flex()).unwrap();
+    assert_eq!(
+        lm.packed_weights().0,
+        30 * 7 + 1,
+        "every weight kept packed"
+    );
+    let ids = u32s(&r["chat_ids"]);
+    let (prompt, last) = ids.split_at(ids.len() - 1);
+    let mut cache = lm.new_cache(1);
+    lm.forward(&Batch::single(prompt), Forward::default(), Some(&mut cache))
+        .unwrap();
+    let step = Batch {
+        positions: vec![prompt.len() as u32],
+        ..Batch::single(last)
+    };
+    let logits = lm
+        .forward(&step, Forward::default(), Some(&mut cache))
+        .unwrap();
+    let ours = hier_backbone::weights::HostTensor::from_tensor(logits).data;
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smollm2/last_logits.f32");
+    let err = rel_l2(&ours, &read_f32(&p));
+    assert!(err < 1e-4, "relative L2 error of the step's logits {err}");
+}

@@ -382,7 +382,7 @@ impl GgufFile {
     }
 
     /// The stored bytes of a tensor (checked against the type's block size and the file's end).
-    fn tensor_bytes(&self, t: &TensorInfo) -> Result<&[u8]> {
+    pub fn tensor_bytes(&self, t: &TensorInfo) -> Result<&[u8]> {
         let (per_block, block_bytes) = t.ty.block().ok_or_else(|| {
             self.err(format!(
                 "tensor `{}` has quantisation type {}, which is not supported (supported: {SUPPORTED})",

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use super::file::GgufFile;
 use crate::config::{Family, Llama3RopeScaling, ModelConfig, RopeScaling};
 use crate::error::{BackboneError, Result};
+use crate::packed::PackedWeight;
 use crate::weights::{HostTensor, InitKind, TensorSource};
 
 /// Architectures this crate reads from GGUF.
@@ -371,10 +372,16 @@ fn hf_name(g: &str) -> Option<String> {
 
 /// Undoes llama.cpp's q/k row permutation: within each head of `head_dim` rows, llama.cpp
 /// stores row `2i + j` where HF has row `j·head_dim/2 + i` (`j ∈ {0, 1}`, `i < head_dim/2`).
-/// `data` is row-major with rows of `cols` values (1 for a bias).
-pub fn unpermute_rows(data: &[f32], heads: usize, head_dim: usize, cols: usize) -> Vec<f32> {
+/// `data` is row-major with rows of `cols` values (1 for a bias; a row's bytes for a weight
+/// kept in its blocks).
+pub fn unpermute_rows<T: Copy + Default>(
+    data: &[T],
+    heads: usize,
+    head_dim: usize,
+    cols: usize,
+) -> Vec<T> {
     let half = head_dim / 2;
-    let mut out = vec![0f32; data.len()];
+    let mut out = vec![T::default(); data.len()];
     for h in 0..heads {
         for i in 0..half {
             for j in 0..2 {
@@ -425,6 +432,23 @@ impl<'a> GgufSource<'a> {
     }
 }
 
+impl GgufSource<'_> {
+    /// The heads of a tensor whose rows llama.cpp permuted — a llama model's q and k
+    /// (weights and biases) — or `None`.
+    fn permuted_heads(&self, gguf_name: &str) -> Option<usize> {
+        if self.config.family != Family::Llama {
+            return None;
+        }
+        if gguf_name.contains(".attn_q.") {
+            Some(self.config.num_attention_heads)
+        } else if gguf_name.contains(".attn_k.") {
+            Some(self.config.num_key_value_heads)
+        } else {
+            None
+        }
+    }
+}
+
 impl TensorSource for GgufSource<'_> {
     fn take(&mut self, name: &str, shape: &[usize], _kind: InitKind) -> Result<HostTensor> {
         let path: PathBuf = self.file.path.clone();
@@ -449,25 +473,32 @@ impl TensorSource for GgufSource<'_> {
             });
         }
         let mut data = self.file.dequantize(info)?;
-        // llama.cpp permutes the rows of a llama model's q and k (weights and biases).
-        if self.config.family == Family::Llama {
-            let heads = if g.contains(".attn_q.") {
-                Some(self.config.num_attention_heads)
-            } else if g.contains(".attn_k.") {
-                Some(self.config.num_key_value_heads)
-            } else {
-                None
-            };
-            if let Some(heads) = heads {
-                let cols = if shape.len() == 2 { shape[1] } else { 1 };
-                data = unpermute_rows(&data, heads, self.config.head_dim, cols);
-            }
+        if let Some(heads) = self.permuted_heads(&g) {
+            let cols = if shape.len() == 2 { shape[1] } else { 1 };
+            data = unpermute_rows(&data, heads, self.config.head_dim, cols);
         }
         self.taken.insert(g);
         Ok(HostTensor {
             shape: shape.to_vec(),
             data,
         })
+    }
+
+    fn packed(&mut self, name: &str) -> Result<Option<PackedWeight>> {
+        let Some(info) = gguf_name(name).and_then(|g| self.file.tensor(&g)) else {
+            return Ok(None);
+        };
+        if !PackedWeight::supports(info.ty) || info.dims.len() != 2 {
+            return Ok(None);
+        }
+        let mut bytes = self.file.tensor_bytes(info)?.to_vec();
+        let (cols, rows) = (info.dims[0], info.dims[1]);
+        if let Some(heads) = self.permuted_heads(&info.name) {
+            let row_bytes = bytes.len() / rows.max(1);
+            bytes = unpermute_rows(&bytes, heads, self.config.head_dim, row_bytes);
+        }
+        let what = format!("{} (HF {name}) in {}", info.name, self.file.path.display());
+        PackedWeight::new(info.ty, rows, cols, bytes, &what).map(Some)
     }
 
     fn finish(self) -> Result<()> {

@@ -131,6 +131,7 @@ impl GgmlType {
     }
 }
 
+#[inline(always)]
 fn f16_at(b: &[u8], i: usize) -> f32 {
     f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
 }
@@ -164,11 +165,11 @@ pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
                 y[0] = half::bf16::from_le_bytes([b[0], b[1]]).to_f32();
             }
         }
-        GgmlType::Q4_0 => blocks.for_each(|(b, y)| q4_0(b, y)),
-        GgmlType::Q4_1 => blocks.for_each(|(b, y)| q4_1(b, y)),
+        GgmlType::Q4_0 => blocks.for_each(|(b, y)| q4_0(fixed(b), fixed_mut(y))),
+        GgmlType::Q4_1 => blocks.for_each(|(b, y)| q4_1(fixed(b), fixed_mut(y))),
         GgmlType::Q5_0 => blocks.for_each(|(b, y)| q5_0(b, y)),
         GgmlType::Q5_1 => blocks.for_each(|(b, y)| q5_1(b, y)),
-        GgmlType::Q8_0 => blocks.for_each(|(b, y)| q8_0(b, y)),
+        GgmlType::Q8_0 => blocks.for_each(|(b, y)| q8_0(fixed(b), fixed_mut(y))),
         GgmlType::Q4K => blocks.for_each(|(b, y)| q4_k(b, y)),
         GgmlType::Q5K => blocks.for_each(|(b, y)| q5_k(b, y)),
         GgmlType::Q6K => blocks.for_each(|(b, y)| q6_k(b, y)),
@@ -176,7 +177,22 @@ pub fn dequantize(ty: GgmlType, bytes: &[u8], out: &mut [f32]) {
     }
 }
 
-fn q4_0(b: &[u8], y: &mut [f32]) {
+/// A block as the fixed-size array its decoder takes (`chunks_exact` made the size right).
+#[inline(always)]
+pub(crate) fn fixed<const N: usize>(b: &[u8]) -> &[u8; N] {
+    b.try_into().expect("a block of the type's size")
+}
+
+/// The 32 outputs of a block as a fixed-size array.
+#[inline(always)]
+pub(crate) fn fixed_mut(y: &mut [f32]) -> &mut [f32; 32] {
+    y.try_into().expect("a block's 32 elements")
+}
+
+/// One `Q4_0` block. Fixed sizes and `inline(always)` so that, inlined into a kernel compiled
+/// for wider vectors ([`crate::packed`]), the loop is vectorised without bounds checks.
+#[inline(always)]
+pub(crate) fn q4_0(b: &[u8; 18], y: &mut [f32; 32]) {
     let d = f16_at(b, 0);
     let qs = &b[2..18];
     for j in 0..16 {
@@ -185,7 +201,9 @@ fn q4_0(b: &[u8], y: &mut [f32]) {
     }
 }
 
-fn q4_1(b: &[u8], y: &mut [f32]) {
+/// One `Q4_1` block (see [`q4_0`] for the fixed sizes).
+#[inline(always)]
+pub(crate) fn q4_1(b: &[u8; 20], y: &mut [f32; 32]) {
     let (d, m) = (f16_at(b, 0), f16_at(b, 2));
     let qs = &b[4..20];
     for j in 0..16 {
@@ -224,7 +242,9 @@ fn q5_1(b: &[u8], y: &mut [f32]) {
     }
 }
 
-fn q8_0(b: &[u8], y: &mut [f32]) {
+/// One `Q8_0` block (see [`q4_0`] for the fixed sizes).
+#[inline(always)]
+pub(crate) fn q8_0(b: &[u8; 34], y: &mut [f32; 32]) {
     let d = f16_at(b, 0);
     for (j, q) in b[2..34].iter().enumerate() {
         y[j] = d * (*q as i8) as f32;
