@@ -125,7 +125,7 @@ fn product<const D: usize>(
 
 /// The `flex` primitive of `t`, if it is one and not tracked by autodiff (an O(1) clone of
 /// its shared storage).
-fn flex<const D: usize>(t: &Tensor<D>) -> Option<FlexTensor> {
+pub(crate) fn flex<const D: usize>(t: &Tensor<D>) -> Option<FlexTensor> {
     t.clone().try_into_primitive::<Flex>().ok()
 }
 

@@ -27,6 +27,7 @@ pub mod error;
 pub mod few_rows;
 pub mod generate;
 pub mod gguf;
+pub mod grouped_attention;
 pub mod heads;
 pub mod llama;
 pub mod lora;

@@ -26,6 +26,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use crate::config::ModelConfig;
 use crate::error::{BackboneError, Result};
 use crate::few_rows::Layout;
+use crate::grouped_attention::{self, KeyMask};
 use crate::lora::{LoraConfig, LoraLinear, LoraPair, TargetModule};
 use crate::packed::PackedWeight;
 use crate::param::named_param;
@@ -42,6 +43,8 @@ const MASKED: f32 = -1e9;
 struct AttentionMask {
     bias: Option<Tensor<4>>,
     is_causal: bool,
+    /// `bias` on the host, `[b, t, total]`, kept for decoding steps (`t ≤ MAX_ROWS`) only.
+    host_bias: Option<Vec<f32>>,
 }
 
 impl AttentionMask {
@@ -54,12 +57,14 @@ impl AttentionMask {
                 return Self {
                     bias: None,
                     is_causal: t > 1,
+                    host_bias: None,
                 };
             }
             if t == 1 {
                 return Self {
                     bias: None,
                     is_causal: false,
+                    host_bias: None,
                 };
             }
         }
@@ -75,11 +80,23 @@ impl AttentionMask {
                 }
             }
         }
+        let host_bias = (t <= crate::few_rows::MAX_ROWS).then(|| bias.clone());
         let bias = Tensor::<4>::from_data(TensorData::new(bias, [b, 1, t, total]), device)
             .expand([b, heads, t, total]);
         Self {
             bias: Some(bias),
             is_causal: false,
+            host_bias,
+        }
+    }
+
+    /// The mask as [`grouped_attention::decode`] takes it; `None` when the bias was not kept.
+    fn key_mask(&self) -> Option<KeyMask<'_>> {
+        match (&self.bias, &self.host_bias) {
+            (None, _) if self.is_causal => Some(KeyMask::Causal),
+            (None, _) => Some(KeyMask::None),
+            (Some(_), Some(h)) => Some(KeyMask::Bias(h)),
+            (Some(_), None) => None,
         }
     }
 }
@@ -754,19 +771,29 @@ impl CausalLm {
                     .reshape([b, nh, total, d])
             }
         };
-        let ctx = attention(
-            q,
-            expand(k),
-            expand(v),
-            None,
-            mask.bias.clone(),
-            AttentionModuleOptions {
-                scale: Some(1.0 / (d as f64).sqrt()),
-                softcap: None,
-                is_causal: mask.is_causal,
-            },
-        );
-        let ctx = ctx.swap_dims(1, 2).reshape([b, t, nh * d]);
+        let scale = 1.0 / (d as f64).sqrt();
+        // A decoding step reads the cache once per key/value head (grouped_attention); the
+        // rest expands K and V to every head for Burn's kernel.
+        let grouped = mask
+            .key_mask()
+            .and_then(|m| grouped_attention::decode(&q, &k, &v, m, scale as f32));
+        let ctx = match grouped {
+            Some(ctx) => ctx,
+            None => attention(
+                q,
+                expand(k),
+                expand(v),
+                None,
+                mask.bias.clone(),
+                AttentionModuleOptions {
+                    scale: Some(scale),
+                    softcap: None,
+                    is_causal: mask.is_causal,
+                },
+            )
+            .swap_dims(1, 2)
+            .reshape([b, t, nh * d]),
+        };
         let h = x + attn.o_proj.forward(ctx, slot, train);
         let n2 = layer.post_attention_layernorm.forward(h.clone());
         let mlp = &layer.mlp;
