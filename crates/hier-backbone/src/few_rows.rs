@@ -105,11 +105,7 @@ fn product<const D: usize>(
         None => &[],
     };
     let xt = flex(x)?;
-    let xs: Cow<'_, [f32]> = match xt.as_slice::<f32>() {
-        Some(s) => Cow::Borrowed(s),
-        // A strided view (a slice, a swapped pair of dimensions): its rows, copied.
-        None => Cow::Owned(x.clone().into_data().try_to_vec::<f32>().ok()?),
-    };
+    let xs = host_values(x, &xt)?;
     let mut y = times(&xs, rows);
     if !b.is_empty() {
         for row in y.chunks_exact_mut(n) {
@@ -118,9 +114,25 @@ fn product<const D: usize>(
     }
     let mut shape = dims;
     shape[D - 1] = n;
-    Some(Tensor::from_primitive::<Flex>(FlexTensor::from_data(
-        TensorData::new(y, shape),
-    )))
+    Some(plain_tensor(y, shape))
+}
+
+/// The row-major f32 values of `t`, whose `flex` primitive is `prim`: its storage when
+/// contiguous; a copy of its rows when it is a strided view (a slice, a swapped pair of
+/// dimensions).
+pub(crate) fn host_values<'a, const D: usize>(
+    t: &Tensor<D>,
+    prim: &'a FlexTensor,
+) -> Option<Cow<'a, [f32]>> {
+    match prim.as_slice::<f32>() {
+        Some(s) => Some(Cow::Borrowed(s)),
+        None => Some(Cow::Owned(t.clone().into_data().try_to_vec::<f32>().ok()?)),
+    }
+}
+
+/// A plain `flex` tensor of `shape` holding `values` (row-major).
+pub(crate) fn plain_tensor<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> Tensor<D> {
+    Tensor::from_primitive::<Flex>(FlexTensor::from_data(TensorData::new(values, shape)))
 }
 
 /// The `flex` primitive of `t`, if it is one and not tracked by autodiff (an O(1) clone of

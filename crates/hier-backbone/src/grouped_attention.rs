@@ -17,13 +17,10 @@
 //! than Burn's, so results agree to rounding. Only plain (non-autodiff) `flex` tensors take this
 //! path ([`decode`] returns `None` otherwise).
 
-use std::borrow::Cow;
-
-use burn::tensor::{Tensor, TensorData};
-use burn_flex::{Flex, FlexTensor};
+use burn::tensor::Tensor;
 use rayon::prelude::*;
 
-use crate::few_rows::{MAX_ROWS, flex};
+use crate::few_rows::{MAX_ROWS, flex, host_values, plain_tensor};
 
 /// How keys are hidden from queries (the additive mask of [`decode`]).
 #[derive(Debug, Clone, Copy)]
@@ -61,9 +58,9 @@ pub fn decode(
         return None;
     }
     let (qt, kt, vt) = (flex(q)?, flex(k)?, flex(v)?);
-    let qs = rows(q, &qt)?;
-    let ks = rows(k, &kt)?;
-    let vs = rows(v, &vt)?;
+    let qs = host_values(q, &qt)?;
+    let ks = host_values(k, &kt)?;
+    let vs = host_values(v, &vt)?;
     let groups = heads / kv_heads;
     let shape = Shape {
         t,
@@ -112,17 +109,7 @@ pub fn decode(
             }
         }
     }
-    Some(Tensor::from_primitive::<Flex>(FlexTensor::from_data(
-        TensorData::new(y, [b, t, heads * d]),
-    )))
-}
-
-/// The row-major values of `t` (its storage when contiguous, a copy otherwise).
-fn rows<'a>(t: &Tensor<4>, prim: &'a FlexTensor) -> Option<Cow<'a, [f32]>> {
-    match prim.as_slice::<f32>() {
-        Some(s) => Some(Cow::Borrowed(s)),
-        None => Some(Cow::Owned(t.clone().into_data().try_to_vec::<f32>().ok()?)),
-    }
+    Some(plain_tensor(y, [b, t, heads * d]))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -231,9 +218,9 @@ fn axpy<S: pulp::Simd>(simd: S, a: f32, x: &[f32], y: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::tensor::Device;
     use burn::tensor::module::attention;
     use burn::tensor::ops::AttentionModuleOptions;
+    use burn::tensor::{Device, TensorData};
     use rand::{Rng, SeedableRng};
 
     /// Against Burn's attention on K and V expanded to every head (the general path), with

@@ -118,11 +118,6 @@ impl PackedWeight {
         self.bytes.len() / self.rows.max(1)
     }
 
-    /// The blocks, row after row (what [`PackedWeight::new`] took).
-    pub fn blocks(&self) -> &[u8] {
-        &self.bytes
-    }
-
     /// Row `j` decoded to f32 (exactly the values [`crate::gguf::GgufFile::dequantize`] gives).
     pub fn row(&self, j: usize) -> Vec<f32> {
         let mut out = vec![0.0; self.cols];
