@@ -205,6 +205,49 @@ impl Stages<'_> {
         self.cfg.out.join("stages").join(format!("{name}-{hex}"))
     }
 
+    /// Moves the stage that an earlier version of the code keyed `legacy` to where `key` puts
+    /// it, so that a change of what a key covers (not of what the stage computes) keeps the
+    /// work done: a done stage, or a journal or checkpoint to resume. Nothing moves when `key`'s
+    /// directory exists already (its content stands) or `legacy`'s does not. A moved `DONE`
+    /// is rewritten with `key` and the directory it came from (`adopted_from`), its seconds
+    /// kept. Refuses ([`Error::StageBusy`]) a legacy directory another process is running —
+    /// an older binary still at work there. Returns whether it moved one.
+    pub fn adopt(
+        &self,
+        name: &str,
+        legacy: &serde_json::Value,
+        key: &serde_json::Value,
+    ) -> Result<bool> {
+        let (from, to) = (self.dir(name, legacy), self.dir(name, key));
+        if from == to || to.exists() || !from.exists() {
+            return Ok(false);
+        }
+        let lock = lock_stage(&from)?;
+        std::fs::rename(&from, &to).map_err(|e| Error::io(&to, e))?;
+        // The lock file moved with the directory; a done stage keeps none.
+        let done = to.join("DONE");
+        if done.exists() {
+            let text = std::fs::read_to_string(&done).map_err(|e| Error::io(&done, e))?;
+            let old: serde_json::Value =
+                serde_json::from_str(&text).map_err(|source| Error::Json {
+                    path: done.clone(),
+                    line: None,
+                    source,
+                })?;
+            let stamp = serde_json::json!({
+                "key": key,
+                "seconds": old["seconds"],
+                "adopted_from": Self::upstream(&from),
+            });
+            let stamp = serde_json::to_string_pretty(&stamp).expect("serialises");
+            hier_backbone::write_atomic(&done, stamp.as_bytes()).map_err(Error::from)?;
+            let _ = std::fs::remove_file(to.join("LOCK"));
+        }
+        drop(lock);
+        tracing::info!("stage {name}: {} is now {}", from.display(), to.display());
+        Ok(true)
+    }
+
     /// Starts a planning pass: until [`end_planning`](Self::end_planning), [`run`](Self::run)
     /// returns each stage's directory without running anything (done stages are recorded as
     /// reused), and [`sft_stage`] installs nothing — a pass that finds the keys of the stages
@@ -577,5 +620,70 @@ mod tests {
             ("sft", false, 10.5)
         );
         assert!(d[1].cached);
+    }
+
+    /// A stage keyed by an earlier version of the code moves under its new key: a done one with
+    /// its `DONE` re-stamped (seconds kept, where it came from named), a journal as it is; one
+    /// whose new directory exists, or that another process holds, stays where it is.
+    #[test]
+    fn a_stage_under_its_legacy_key_is_adopted() {
+        let out = tempfile::tempdir().unwrap();
+        let cfg = config(out.path());
+        let st = Stages {
+            cfg: &cfg,
+            records: Vec::new(),
+            ran: 0,
+            planning: None,
+        };
+        let (old, new) = (serde_json::json!({"k": 1}), serde_json::json!({"k": 2}));
+        // A done stage.
+        let from = st.dir("eval-a", &old);
+        std::fs::create_dir_all(&from).unwrap();
+        std::fs::write(from.join("DONE"), r#"{"key": {"k": 1}, "seconds": 7.5}"#).unwrap();
+        std::fs::write(from.join("episodes.jsonl"), "{}\n").unwrap();
+        assert!(st.adopt("eval-a", &old, &new).unwrap());
+        let to = st.dir("eval-a", &new);
+        assert!(!from.exists());
+        assert_eq!(
+            std::fs::read_to_string(to.join("episodes.jsonl")).unwrap(),
+            "{}\n"
+        );
+        let stamp: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(to.join("DONE")).unwrap()).unwrap();
+        assert_eq!(stamp["key"], new);
+        assert_eq!(stamp["seconds"], 7.5);
+        assert_eq!(stamp["adopted_from"], Stages::upstream(&from));
+        assert!(!to.join("LOCK").exists());
+        // Again: nothing left to move.
+        assert!(!st.adopt("eval-a", &old, &new).unwrap());
+        // A journal moves as it is (its lock file with it).
+        let from = st.dir("eval-b", &old);
+        std::fs::create_dir_all(&from).unwrap();
+        std::fs::write(from.join("batches.jsonl"), "1\n").unwrap();
+        assert!(st.adopt("eval-b", &old, &new).unwrap());
+        let to = st.dir("eval-b", &new);
+        assert_eq!(
+            std::fs::read_to_string(to.join("batches.jsonl")).unwrap(),
+            "1\n"
+        );
+        assert!(!to.join("DONE").exists());
+        // Both exist: the new one stands, the old one stays.
+        let from = st.dir("eval-c", &old);
+        let to = st.dir("eval-c", &new);
+        std::fs::create_dir_all(&from).unwrap();
+        std::fs::create_dir_all(&to).unwrap();
+        assert!(!st.adopt("eval-c", &old, &new).unwrap());
+        assert!(from.exists() && to.exists());
+        // Held by another process: refused, nothing moved.
+        let from = st.dir("eval-d", &old);
+        std::fs::create_dir_all(&from).unwrap();
+        let other = std::fs::File::create(from.join("LOCK")).unwrap();
+        other.lock().unwrap();
+        let err = st.adopt("eval-d", &old, &new).unwrap_err();
+        assert!(
+            matches!(&err, Error::StageBusy { dir } if dir == &from),
+            "{err}"
+        );
+        assert!(from.exists() && !st.dir("eval-d", &new).exists());
     }
 }

@@ -77,9 +77,10 @@ impl Ctx<'_, '_> {
     ) -> Result<Option<Trained>> {
         self.st.begin_planning();
         let planned = train(self);
-        let done = planned
-            .as_ref()
-            .is_ok_and(|p| self.eval_stages(stage, method, p, spec).done);
+        let done = match &planned {
+            Ok(p) => self.eval_stages(stage, method, p, spec)?.done,
+            Err(_) => false,
+        };
         self.st.end_planning(done);
         if done {
             return planned.map(Some);
@@ -94,33 +95,45 @@ impl Ctx<'_, '_> {
     /// ([`EvalPart`]), so that a profile which adds seeds — or a run cut between seeds —
     /// reuses the seeds done; or one stage of every seed at once where such a stage is done
     /// (written before evaluations were split by seed; the two give the same episodes).
+    /// A prompted agent's stages keyed as before [`prompted_settings`] are moved under their
+    /// keys first ([`Stages::adopt`](hier_train::stages::Stages::adopt)).
     fn eval_stages(
         &self,
         stage: &str,
         method: &str,
         trained: &Trained,
         spec: &EvalSpec,
-    ) -> EvalStages {
+    ) -> Result<EvalStages> {
         let name = format!("{stage}-{}", self.env);
         let whole = EvalPart {
             spec: spec.clone(),
             prompted: self.profile.prompted.clone(),
         };
+        let parts = whole.per_seed(&trained.agent);
+        if let Some(agent) = prompted_agent(&trained.agent) {
+            for part in std::iter::once(&whole).chain(&parts) {
+                let key = self.eval_key(method, trained, part);
+                for legacy in legacy_prompted_keys(&self.base, method, agent, part) {
+                    if self.st.adopt(&name, &legacy, &key)? {
+                        break;
+                    }
+                }
+            }
+        }
         let is_done = |part: &EvalPart| {
             let key = self.eval_key(method, trained, part);
             self.st.dir(&name, &key).join("DONE").exists()
         };
-        let parts = whole.per_seed(&trained.agent);
         if parts.len() > 1 && is_done(&whole) {
-            return EvalStages {
+            return Ok(EvalStages {
                 done: true,
                 parts: vec![whole],
-            };
+            });
         }
-        EvalStages {
+        Ok(EvalStages {
             done: parts.iter().all(is_done),
             parts,
-        }
+        })
     }
 
     /// The key of an evaluation stage.
@@ -134,8 +147,7 @@ impl Ctx<'_, '_> {
             }
             Agent::Flat { policy } => serde_json::json!({"base": self.base, "method": method,
                 "planner": null, "executor": policy, "trained": trained.upstream, "eval": spec}),
-            prompted => serde_json::json!({"base": self.base, "method": method, "agent": prompted,
-                "prompted": part.prompted, "eval": spec}),
+            prompted => prompted_key(&self.base, method, prompted, part),
         }
     }
 
@@ -149,7 +161,7 @@ impl Ctx<'_, '_> {
         tasks: &[SplitTasks],
         spec: &EvalSpec,
     ) -> Result<Vec<(PathBuf, Vec<EpisodeResult>)>> {
-        (self.eval_stages(stage, method, trained, spec).parts.iter())
+        (self.eval_stages(stage, method, trained, spec)?.parts.iter())
             .map(|part| self.evaluate_part(stage, method, trained, tasks, part))
             .collect()
     }
@@ -238,4 +250,71 @@ impl Ctx<'_, '_> {
             );
         }
     }
+}
+
+/// `agent` where it is a prompted one (ReAct, Reflexion, ADaPT).
+fn prompted_agent(agent: &Agent) -> Option<&Agent> {
+    matches!(agent, Agent::React | Agent::Reflexion | Agent::Adapt).then_some(agent)
+}
+
+/// The key of a prompted agent's evaluation: the backbone, the agent, its own settings
+/// ([`prompted_settings`]) and the evaluation's.
+pub(super) fn prompted_key(
+    base: &serde_json::Value,
+    method: &str,
+    agent: &Agent,
+    part: &EvalPart,
+) -> serde_json::Value {
+    serde_json::json!({"base": base, "method": method, "agent": agent,
+        "prompted": prompted_settings(agent, &part.prompted), "eval": part.spec})
+}
+
+/// The keys a prompted agent's evaluation may have had before it covered only the agent's own
+/// settings: the whole `[prompted]` section, so that adding a Reflexion seed re-keyed ReAct's
+/// evaluations. Stages under one of them are moved under [`prompted_key`] when next seen. The
+/// section is today's, and today's with `reflexion_seeds = [0]` — what every profile run before
+/// had — so that a profile which added Reflexion's second seed in the same step still finds
+/// ReAct's and ADaPT's stages.
+pub(super) fn legacy_prompted_keys(
+    base: &serde_json::Value,
+    method: &str,
+    agent: &Agent,
+    part: &EvalPart,
+) -> Vec<serde_json::Value> {
+    let key = |prompted: &PromptedSpec| {
+        serde_json::json!({"base": base, "method": method, "agent": agent,
+            "prompted": prompted, "eval": part.spec})
+    };
+    let before = PromptedSpec {
+        reflexion_seeds: vec![0],
+        ..part.prompted.clone()
+    };
+    let mut keys = vec![key(&part.prompted)];
+    if before != part.prompted && *agent != Agent::Reflexion {
+        keys.push(key(&before));
+    }
+    keys
+}
+
+/// Settings of the `[prompted]` section only Reflexion reads.
+const REFLEXION_ONLY: [&str; 3] = ["reflexion_trials", "reflexion_memory", "reflexion_seeds"];
+/// Settings of the `[prompted]` section only ADaPT reads.
+const ADAPT_ONLY: [&str; 2] = ["adapt_max_depth", "adapt_executor_turns"];
+
+/// The settings of `prompted` that `agent` plays by — what its evaluation's key covers: ReAct
+/// reads neither Reflexion's nor ADaPT's, Reflexion (ReAct with memory) not ADaPT's, ADaPT not
+/// Reflexion's. So a Reflexion seed added to a profile leaves ReAct's and ADaPT's evaluations
+/// done.
+pub(super) fn prompted_settings(agent: &Agent, prompted: &PromptedSpec) -> serde_json::Value {
+    let mut v = serde_json::to_value(prompted).expect("serialises");
+    let map = v.as_object_mut().expect("PromptedSpec serialises as a map");
+    let dropped = match agent {
+        Agent::Reflexion => ADAPT_ONLY.to_vec(),
+        Agent::Adapt => REFLEXION_ONLY.to_vec(),
+        _ => [REFLEXION_ONLY.as_slice(), &ADAPT_ONLY].concat(),
+    };
+    for field in dropped {
+        map.shift_remove(field);
+    }
+    v
 }

@@ -285,6 +285,92 @@ fn an_evaluation_is_one_part_per_seed_of_its_agent() {
     );
 }
 
+/// A prompted agent's evaluation key covers the settings it plays by: a Reflexion seed added,
+/// or ADaPT's depth changed, leaves ReAct's evaluations where they are; what every prompted
+/// agent reads changes every key.
+#[test]
+fn a_prompted_evaluation_is_keyed_by_its_own_settings() {
+    use super::eval_stage::prompted_settings as key;
+    let p = Profile::from_file(&configs().join("smollm.toml")).unwrap();
+    let base = p.prompted.clone();
+    let more_seeds = PromptedSpec {
+        reflexion_seeds: vec![0, 1],
+        reflexion_trials: base.reflexion_trials + 1,
+        ..base.clone()
+    };
+    let deeper = PromptedSpec {
+        adapt_max_depth: base.adapt_max_depth + 1,
+        ..base.clone()
+    };
+    let hotter = PromptedSpec {
+        temperature: base.temperature + 0.1,
+        ..base.clone()
+    };
+    let (react, reflexion, adapt) = (Agent::React, Agent::Reflexion, Agent::Adapt);
+    assert_eq!(key(&react, &base), key(&react, &more_seeds));
+    assert_eq!(key(&react, &base), key(&react, &deeper));
+    assert_eq!(key(&adapt, &base), key(&adapt, &more_seeds));
+    assert_ne!(key(&adapt, &base), key(&adapt, &deeper));
+    assert_eq!(key(&reflexion, &base), key(&reflexion, &deeper));
+    assert_ne!(key(&reflexion, &base), key(&reflexion, &more_seeds));
+    for agent in [&react, &reflexion, &adapt] {
+        assert_ne!(key(agent, &base), key(agent, &hotter));
+    }
+    // Every name left out is a field of the section (a renamed field fails here).
+    let whole = serde_json::to_value(&base).unwrap();
+    let fields = |v: &serde_json::Value| v.as_object().unwrap().len();
+    assert_eq!(fields(&key(&react, &base)), fields(&whole) - 5);
+    assert_eq!(fields(&key(&reflexion, &base)), fields(&whole) - 2);
+    assert_eq!(fields(&key(&adapt, &base)), fields(&whole) - 3);
+}
+
+/// A legacy key of a prompted evaluation is, to the byte, the key an earlier binary stamped
+/// into a committed stage's `DONE` (ReAct on TextCraft, `docs/results/table1-smollm`), so that
+/// the stages written under it are found and moved — also by a profile that has added
+/// Reflexion's second seed since; the new key is the same less the settings ReAct does not
+/// read.
+#[test]
+fn a_committed_react_stage_is_found_under_its_legacy_key() {
+    use super::eval_stage::{legacy_prompted_keys, prompted_key};
+    let done = configs()
+        .join("../../docs/results/table1-smollm/stages/eval-react-textcraft-331910556860/DONE");
+    let stamp: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&done).unwrap()).unwrap();
+    let stored = &stamp["key"];
+    let part = EvalPart {
+        spec: serde_json::from_value(stored["eval"].clone()).unwrap(),
+        prompted: serde_json::from_value(stored["prompted"].clone()).unwrap(),
+    };
+    let legacy = legacy_prompted_keys(&stored["base"], "react", &Agent::React, &part);
+    assert_eq!(legacy.len(), 1);
+    assert_eq!(legacy[0].to_string(), stored.to_string());
+    let two_seeds = EvalPart {
+        prompted: PromptedSpec {
+            reflexion_seeds: vec![0, 1],
+            ..part.prompted.clone()
+        },
+        ..part.clone()
+    };
+    let legacy = legacy_prompted_keys(&stored["base"], "react", &Agent::React, &two_seeds);
+    assert_eq!(legacy.len(), 2);
+    assert_eq!(legacy[1].to_string(), stored.to_string());
+    let mut expected = stored.clone();
+    let prompted = expected["prompted"].as_object_mut().unwrap();
+    for field in [
+        "reflexion_trials",
+        "reflexion_memory",
+        "reflexion_seeds",
+        "adapt_max_depth",
+        "adapt_executor_turns",
+    ] {
+        assert!(prompted.shift_remove(field).is_some(), "{field}");
+    }
+    let key = prompted_key(&stored["base"], "react", &Agent::React, &part);
+    assert_eq!(key.to_string(), expected.to_string());
+    let key = prompted_key(&stored["base"], "react", &Agent::React, &two_seeds);
+    assert_eq!(key.to_string(), expected.to_string());
+}
+
 #[test]
 fn every_profile_parses_and_bad_keys_name_the_file() {
     for name in ["smoke", "small", "smollm", "quick", "paper"] {
@@ -410,5 +496,8 @@ fn result_profiles_load_and_an_extending_one_changes_only_its_keys() {
     assert_ne!(alfworld.grpo, smollm.grpo);
     alfworld.grpo = smollm.grpo.clone();
     alfworld.glider_online = smollm.glider_online.clone();
+    // Reflexion's second seed came later still and keys only Reflexion's evaluations.
+    assert_ne!(alfworld.prompted, smollm.prompted);
+    alfworld.prompted.reflexion_seeds = smollm.prompted.reflexion_seeds.clone();
     assert_eq!(alfworld, smollm.for_env(EnvKind::Alfworld));
 }
