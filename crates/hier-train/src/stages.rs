@@ -227,20 +227,13 @@ impl Stages<'_> {
         // The lock file moved with the directory; a done stage keeps none.
         let done = to.join("DONE");
         if done.exists() {
-            let text = std::fs::read_to_string(&done).map_err(|e| Error::io(&done, e))?;
-            let old: serde_json::Value =
-                serde_json::from_str(&text).map_err(|source| Error::Json {
-                    path: done.clone(),
-                    line: None,
-                    source,
-                })?;
+            let old: serde_json::Value = read_json(&done)?;
             let stamp = serde_json::json!({
                 "key": key,
                 "seconds": old["seconds"],
                 "adopted_from": Self::upstream(&from),
             });
-            let stamp = serde_json::to_string_pretty(&stamp).expect("serialises");
-            hier_backbone::write_atomic(&done, stamp.as_bytes()).map_err(Error::from)?;
+            write_json(&done, &stamp)?;
             let _ = std::fs::remove_file(to.join("LOCK"));
         }
         drop(lock);

@@ -110,10 +110,10 @@ impl Ctx<'_, '_> {
             prompted: self.profile.prompted.clone(),
         };
         let parts = whole.per_seed(&trained.agent);
-        if let Some(agent) = prompted_agent(&trained.agent) {
+        if is_prompted(&trained.agent) {
             for part in std::iter::once(&whole).chain(&parts) {
                 let key = self.eval_key(method, trained, part);
-                for legacy in legacy_prompted_keys(&self.base, method, agent, part) {
+                for legacy in legacy_prompted_keys(&self.base, method, &trained.agent, part) {
                     if self.st.adopt(&name, &legacy, &key)? {
                         break;
                     }
@@ -252,9 +252,22 @@ impl Ctx<'_, '_> {
     }
 }
 
-/// `agent` where it is a prompted one (ReAct, Reflexion, ADaPT).
-fn prompted_agent(agent: &Agent) -> Option<&Agent> {
-    matches!(agent, Agent::React | Agent::Reflexion | Agent::Adapt).then_some(agent)
+/// Whether `agent` is a prompted one (ReAct, Reflexion, ADaPT).
+fn is_prompted(agent: &Agent) -> bool {
+    matches!(agent, Agent::React | Agent::Reflexion | Agent::Adapt)
+}
+
+/// A prompted evaluation's key: the backbone, the agent, the prompted settings its key covers
+/// and the evaluation's — one shape for today's keys and the legacy ones.
+fn prompted_key_of(
+    base: &serde_json::Value,
+    method: &str,
+    agent: &Agent,
+    prompted: impl serde::Serialize,
+    spec: &EvalSpec,
+) -> serde_json::Value {
+    serde_json::json!({"base": base, "method": method, "agent": agent,
+        "prompted": prompted, "eval": spec})
 }
 
 /// The key of a prompted agent's evaluation: the backbone, the agent, its own settings
@@ -265,8 +278,8 @@ pub(super) fn prompted_key(
     agent: &Agent,
     part: &EvalPart,
 ) -> serde_json::Value {
-    serde_json::json!({"base": base, "method": method, "agent": agent,
-        "prompted": prompted_settings(agent, &part.prompted), "eval": part.spec})
+    let prompted = prompted_settings(agent, &part.prompted);
+    prompted_key_of(base, method, agent, prompted, &part.spec)
 }
 
 /// The keys a prompted agent's evaluation may have had before it covered only the agent's own
@@ -281,10 +294,7 @@ pub(super) fn legacy_prompted_keys(
     agent: &Agent,
     part: &EvalPart,
 ) -> Vec<serde_json::Value> {
-    let key = |prompted: &PromptedSpec| {
-        serde_json::json!({"base": base, "method": method, "agent": agent,
-            "prompted": prompted, "eval": part.spec})
-    };
+    let key = |prompted: &PromptedSpec| prompted_key_of(base, method, agent, prompted, &part.spec);
     let before = PromptedSpec {
         reflexion_seeds: vec![0],
         ..part.prompted.clone()
