@@ -10,7 +10,8 @@
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 use crate::error::{BackboneError, Result};
-use crate::llama::{AdapterId, Batch, CausalLm, Forward, KvCache};
+use crate::kv_cache::KvCache;
+use crate::llama::{AdapterId, Batch, CausalLm, Forward};
 use crate::prefix_cache::PrefixCache;
 use crate::weights::HostTensor;
 

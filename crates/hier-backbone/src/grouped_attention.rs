@@ -2,7 +2,8 @@
 //! for the query heads that share it (grouped-query attention).
 //!
 //! For `t ≤` [`crate::few_rows::MAX_ROWS`] new queries per row and the cached keys and values
-//! `K, V: [b, kv_heads, total, d]`, query head `h` attends with key/value head
+//! `K, V`, the first `total` columns of buffers `[b, kv_heads, capacity, d]` (the KV cache's,
+//! [`crate::kv_cache`]), query head `h` attends with key/value head
 //! `h / (heads / kv_heads)` (HF's `repeat_kv`):
 //!
 //! ```text
@@ -33,20 +34,29 @@ pub enum KeyMask<'a> {
     Bias(&'a [f32]),
 }
 
-/// `[b, t, heads·d]`: the attention output of `q: [b, heads, t, d]` over
-/// `k, v: [b, kv_heads, total, d]` (see the module equation), laid out as the output
-/// projection takes it; `None` when the tensors are not plain `flex` f32 ones, `t` is more than
-/// a decoding step's, or the shapes do not fit (Burn's path then runs, and names any error).
+/// `[b, t, heads·d]`: the attention output of `q: [b, heads, t, d]` over the first `total`
+/// columns of `k, v: [b, kv_heads, capacity, d]` (see the module equation; the columns past
+/// `total` are never read), laid out as the output projection takes it; `None` when the
+/// tensors are not plain `flex` f32 ones, `t` is more than a decoding step's, or the shapes do
+/// not fit (Burn's path then runs, and names any error).
 pub fn decode(
     q: &Tensor<4>,
     k: &Tensor<4>,
     v: &Tensor<4>,
+    total: usize,
     mask: KeyMask<'_>,
     scale: f32,
 ) -> Option<Tensor<3>> {
     let [b, heads, t, d] = q.dims();
-    let [kb, kv_heads, total, kd] = k.dims();
-    if t == 0 || t > MAX_ROWS || t > total || kb != b || kd != d || v.dims() != k.dims() {
+    let [kb, kv_heads, capacity, kd] = k.dims();
+    if t == 0
+        || t > MAX_ROWS
+        || t > total
+        || total > capacity
+        || kb != b
+        || kd != d
+        || v.dims() != k.dims()
+    {
         return None;
     }
     if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
@@ -76,7 +86,7 @@ pub fn decode(
         .map(|task| {
             let (row, g) = (task / kv_heads, task % kv_heads);
             let mut out = vec![0.0f32; t * groups * d];
-            let at = (row * kv_heads + g) * total * d;
+            let at = (row * kv_heads + g) * capacity * d;
             let kv = at..at + total * d;
             let q0 = (row * heads + g * groups) * t * d;
             let bias = match mask {
@@ -279,7 +289,7 @@ mod tests {
                 .unwrap()
             };
             let ours = |mask: KeyMask<'_>| {
-                decode(&q, &k, &v, mask, scale)
+                decode(&q, &k, &v, total, mask, scale)
                     .expect("plain tensors, a decoding step")
                     .into_data()
                     .try_to_vec::<f32>()
@@ -298,6 +308,18 @@ mod tests {
                 burns(Some(bias_t), false),
                 "bias",
             );
+            // Buffers with spare columns past `total` (a KV cache's): those are never read.
+            let spare = Tensor::<4>::full([b, kv_heads, 7, d], 1.0e6, &device);
+            let (kb, vb) = (
+                Tensor::cat(vec![k.clone(), spare.clone()], 2),
+                Tensor::cat(vec![v.clone(), spare], 2),
+            );
+            let in_buffers = decode(&q, &kb, &vb, total, KeyMask::Bias(&bias), scale)
+                .expect("buffers with spare columns")
+                .into_data()
+                .try_to_vec::<f32>()
+                .unwrap();
+            assert_eq!(in_buffers, ours(KeyMask::Bias(&bias)), "t {t} total {total}");
             if t == total || t == 1 {
                 close(ours(KeyMask::None), burns(None, false), "none");
             }
@@ -308,6 +330,6 @@ mod tests {
         // More than a decoding step's queries: Burn's.
         let q = Tensor::<4>::zeros([1, 2, MAX_ROWS + 1, 4], &device);
         let k = Tensor::<4>::zeros([1, 1, MAX_ROWS + 1, 4], &device);
-        assert!(decode(&q, &k, &k, KeyMask::None, 1.0).is_none());
+        assert!(decode(&q, &k, &k, MAX_ROWS + 1, KeyMask::None, 1.0).is_none());
     }
 }

@@ -27,6 +27,7 @@ use crate::config::ModelConfig;
 use crate::error::{BackboneError, Result};
 use crate::few_rows::Layout;
 use crate::grouped_attention::{self, KeyMask};
+use crate::kv_cache::{KvCache, LayerKv};
 use crate::lora::{LoraConfig, LoraLinear, LoraPair, TargetModule};
 use crate::packed::PackedWeight;
 use crate::param::named_param;
@@ -273,37 +274,6 @@ impl Forward {
             adapter,
             train: false,
         }
-    }
-}
-
-/// The key/value cache of a batch: per layer, keys and values `[b, kv_heads, t, d]` (before
-/// the GQA expansion), plus which cached columns are real tokens (left padding is not).
-#[derive(Debug, Clone)]
-pub struct KvCache {
-    pub(crate) layers: Vec<Option<(Tensor<4>, Tensor<4>)>>,
-    pub(crate) key_valid: Vec<Vec<bool>>,
-}
-
-impl KvCache {
-    /// An empty cache for `num_layers` layers and `batch` rows.
-    pub fn new(num_layers: usize, batch: usize) -> Self {
-        Self {
-            layers: vec![None; num_layers],
-            key_valid: vec![Vec::new(); batch],
-        }
-    }
-    /// Number of cached positions.
-    pub fn len(&self) -> usize {
-        self.key_valid.first().map_or(0, Vec::len)
-    }
-    /// True when nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Rows cached.
-    pub fn rows(&self) -> usize {
-        self.key_valid.len()
     }
 }
 
@@ -718,7 +688,7 @@ impl CausalLm {
         mask: &AttentionMask,
         slot: Option<usize>,
         train: bool,
-        cache: Option<&mut Option<(Tensor<4>, Tensor<4>)>>,
+        cache: Option<&mut Option<LayerKv>>,
     ) -> Tensor<3> {
         let c = &self.config;
         let [b, t, _] = x.dims();
@@ -751,17 +721,33 @@ impl CausalLm {
         let k = k.swap_dims(1, 2);
         let v = v.reshape([b, t, nkv, d]).swap_dims(1, 2);
         let q = apply_rotary(q, cos.clone(), sin.clone());
-        let mut k = apply_rotary(k, cos.clone(), sin.clone());
-        let mut v = v;
-        if let Some(slot_cache) = cache {
-            if let Some((pk, pv)) = slot_cache.take() {
-                k = Tensor::cat(vec![pk, k], 2);
-                v = Tensor::cat(vec![pv, v], 2);
+        let k = apply_rotary(k, cos.clone(), sin.clone());
+        // With a cache, attention reads the first `total` columns of its buffers (the buffers
+        // go back into the cache; these clones are gone before the next step appends).
+        let (k, v, total) = match cache {
+            Some(slot_cache) => {
+                let grown = match slot_cache.take() {
+                    Some(cached) => cached.appended(k, v),
+                    None => LayerKv::new(k, v),
+                };
+                let (kb, vb) = grown.buffers();
+                let read = (kb.clone(), vb.clone(), grown.len());
+                *slot_cache = Some(grown);
+                read
             }
-            *slot_cache = Some((k.clone(), v.clone()));
-        }
-        let total = k.dims()[2];
+            None => {
+                let total = k.dims()[2];
+                (k, v, total)
+            }
+        };
         let groups = nh / nkv;
+        let cached = |x: Tensor<4>| -> Tensor<4> {
+            if x.dims()[2] == total {
+                x
+            } else {
+                x.slice([0..b, 0..nkv, 0..total, 0..d])
+            }
+        };
         let expand = |x: Tensor<4>| -> Tensor<4> {
             if groups == 1 {
                 x
@@ -776,13 +762,13 @@ impl CausalLm {
         // rest expands K and V to every head for Burn's kernel.
         let grouped = mask
             .key_mask()
-            .and_then(|m| grouped_attention::decode(&q, &k, &v, m, scale as f32));
+            .and_then(|m| grouped_attention::decode(&q, &k, &v, total, m, scale as f32));
         let ctx = match grouped {
             Some(ctx) => ctx,
             None => attention(
                 q,
-                expand(k),
-                expand(v),
+                expand(cached(k)),
+                expand(cached(v)),
                 None,
                 mask.bias.clone(),
                 AttentionModuleOptions {

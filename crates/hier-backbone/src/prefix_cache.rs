@@ -25,7 +25,8 @@
 use burn::tensor::{Int, Tensor, TensorData};
 
 use crate::error::{BackboneError, Result};
-use crate::llama::{AdapterId, CausalLm, KvCache};
+use crate::kv_cache::{KvCache, LayerKv};
+use crate::llama::{AdapterId, CausalLm};
 
 /// Reuse a cached prefix only from this many tokens on: shorter ones save less than stacking
 /// the rows' caches costs.
@@ -237,11 +238,12 @@ impl KvCache {
                 .layers
                 .iter()
                 .map(|l| {
-                    l.as_ref().map(|(k, v)| {
+                    l.as_ref().map(|c| {
+                        let (k, v) = (c.keys(), c.values());
                         let [b, h, _, d] = k.dims();
-                        (
-                            k.clone().slice([0..b, 0..h, 0..n, 0..d]),
-                            v.clone().slice([0..b, 0..h, 0..n, 0..d]),
+                        LayerKv::new(
+                            k.slice([0..b, 0..h, 0..n, 0..d]),
+                            v.slice([0..b, 0..h, 0..n, 0..d]),
                         )
                     })
                 })
@@ -256,13 +258,14 @@ impl KvCache {
             .layers
             .iter()
             .map(|l| {
-                l.as_ref().map(|(k, v)| {
+                l.as_ref().map(|c| {
+                    let (k, v) = (c.keys(), c.values());
                     let ids: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
                     let idx = Tensor::<1, Int>::from_data(
                         TensorData::new(ids, [rows.len()]),
                         &k.device(),
                     );
-                    (k.clone().select(0, idx.clone()), v.clone().select(0, idx))
+                    LayerKv::new(k.select(0, idx.clone()), v.select(0, idx))
                 })
             })
             .collect();
@@ -294,18 +297,17 @@ impl KvCache {
             .layers
             .iter()
             .map(|l| {
-                l.as_ref().map(|(k, v)| {
+                l.as_ref().map(|c| {
                     let idx = Tensor::<1, Int>::from_data(
                         TensorData::new(cols.clone(), [cols.len()]),
-                        &k.device(),
+                        &c.keys().device(),
                     );
-                    let one = |x: &Tensor<4>| {
+                    let one = |x: Tensor<4>| {
                         let [_, h, t, d] = x.dims();
-                        x.clone()
-                            .slice([row..row + 1, 0..h, 0..t, 0..d])
+                        x.slice([row..row + 1, 0..h, 0..t, 0..d])
                             .select(2, idx.clone())
                     };
-                    (one(k), one(v))
+                    LayerKv::new(one(c.keys()), one(c.values()))
                 })
             })
             .collect();
@@ -330,9 +332,10 @@ impl KvCache {
         }
         let mut layers = Vec::with_capacity(num_layers);
         for li in 0..num_layers {
-            let (tk, _) = template.layers[li].as_ref().ok_or_else(|| {
+            let tk = template.layers[li].as_ref().ok_or_else(|| {
                 BackboneError::Invalid(format!("cached prefix has no keys for layer {li}"))
             })?;
+            let tk = tk.keys();
             let [_, h, _, d] = tk.dims();
             let device = tk.device();
             let (mut ks, mut vs) = (Vec::new(), Vec::new());
@@ -341,13 +344,13 @@ impl KvCache {
                 let pad = width - have;
                 let zeros = || Tensor::<4>::zeros([1, h, pad, d], &device);
                 match r.as_ref().and_then(|c| c.layers[li].as_ref()) {
-                    Some((k, v)) if pad == 0 => {
-                        ks.push(k.clone());
-                        vs.push(v.clone());
+                    Some(c) if pad == 0 => {
+                        ks.push(c.keys());
+                        vs.push(c.values());
                     }
-                    Some((k, v)) => {
-                        ks.push(Tensor::cat(vec![zeros(), k.clone()], 2));
-                        vs.push(Tensor::cat(vec![zeros(), v.clone()], 2));
+                    Some(c) => {
+                        ks.push(Tensor::cat(vec![zeros(), c.keys()], 2));
+                        vs.push(Tensor::cat(vec![zeros(), c.values()], 2));
                     }
                     None => {
                         ks.push(zeros());
@@ -355,7 +358,7 @@ impl KvCache {
                     }
                 }
             }
-            layers.push(Some((Tensor::cat(ks, 0), Tensor::cat(vs, 0))));
+            layers.push(Some(LayerKv::new(Tensor::cat(ks, 0), Tensor::cat(vs, 0))));
         }
         let key_valid = rows
             .iter()
