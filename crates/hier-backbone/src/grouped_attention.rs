@@ -319,7 +319,11 @@ mod tests {
                 .into_data()
                 .try_to_vec::<f32>()
                 .unwrap();
-            assert_eq!(in_buffers, ours(KeyMask::Bias(&bias)), "t {t} total {total}");
+            assert_eq!(
+                in_buffers,
+                ours(KeyMask::Bias(&bias)),
+                "t {t} total {total}"
+            );
             if t == total || t == 1 {
                 close(ours(KeyMask::None), burns(None, false), "none");
             }

@@ -84,7 +84,11 @@ impl LayerKv {
     pub(crate) fn appended(self, k: Tensor<4>, v: Tensor<4>) -> Self {
         let [b, h, t, d] = k.dims();
         let [cb, ch, cap, cd] = self.k.dims();
-        assert_eq!(k.dims(), v.dims(), "keys and values of one step differ in shape");
+        assert_eq!(
+            k.dims(),
+            v.dims(),
+            "keys and values of one step differ in shape"
+        );
         assert_eq!(
             (b, h, d),
             (cb, ch, cd),
@@ -184,7 +188,10 @@ mod tests {
         }
         let expected = Tensor::cat(all, 2);
         assert_eq!(cache.len(), expected.dims()[2]);
-        assert!(cache.capacity() > cache.len(), "spare capacity after a growth");
+        assert!(
+            cache.capacity() > cache.len(),
+            "spare capacity after a growth"
+        );
         assert_eq!(values(cache.keys()), values(expected.clone()));
         assert_eq!(values(cache.values()), values(expected * -1.0));
     }

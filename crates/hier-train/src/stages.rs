@@ -2,7 +2,8 @@
 //!
 //! Every stage runs in `<out>/stages/<name>-<hash>/`, where the hash covers the stage's own
 //! settings and the names of the stages it reads, and is marked done by a `DONE` file written
-//! last (holding its key and the seconds it took). A second run skips done stages; a stage
+//! last (holding its key and the seconds it took). A stage under way holds its key in
+//! [`KEY_FILE`] from its start, so a journal or checkpoint says what it belongs to. A second run skips done stages; a stage
 //! interrupted half-way resumes from its own checkpoint (the trainers are resumable) or journal
 //! (an evaluation keeps every finished batch of episodes: [`crate::journal`]).
 
@@ -18,6 +19,9 @@ use crate::error::{Error, Result, StageError};
 use crate::pretrain::{PretrainConfig, pretrain};
 use crate::runlog::RunOptions;
 use crate::sft::{SftConfig, train_adapter};
+
+/// The file in a stage's directory that holds its key (JSON) from the moment it starts.
+pub const KEY_FILE: &str = "KEY.json";
 
 /// Where the backbone comes from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -224,6 +228,10 @@ impl Stages<'_> {
         }
         let lock = lock_stage(&from)?;
         std::fs::rename(&from, &to).map_err(|e| Error::io(&to, e))?;
+        // A journal or checkpoint says which key it now belongs to.
+        if !to.join("DONE").exists() || to.join(KEY_FILE).exists() {
+            write_json(&to.join(KEY_FILE), key)?;
+        }
         // The lock file moved with the directory; a done stage keeps none.
         let done = to.join("DONE");
         if done.exists() {
@@ -298,6 +306,7 @@ impl Stages<'_> {
             if done.exists() {
                 return self.record(name, &dir, true, t);
             }
+            stamp_key(&dir, &key)?;
             tracing::info!("stage {name}: running in {}", dir.display());
             work(&dir).map_err(|e| e.in_stage(name))?;
             let seconds = t.elapsed().as_secs_f64() + earlier_seconds(&dir)?;
@@ -356,6 +365,25 @@ impl Stages<'_> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     }
+}
+
+/// Writes `key` to the [`KEY_FILE`] of a stage that is starting or resuming in `dir`; a file
+/// there that holds another key (two keys hashed to one directory, or a file edited by hand)
+/// is an error, not overwritten — the journal beside it belongs to that key.
+fn stamp_key(dir: &Path, key: &serde_json::Value) -> Result<()> {
+    let path = dir.join(KEY_FILE);
+    if path.exists() {
+        let held: serde_json::Value = read_json(&path)?;
+        if &held != key {
+            return Err(Error::Invalid(format!(
+                "{} holds another stage's key; the work in {} is not this stage's (move it away to start over)",
+                path.display(),
+                dir.display()
+            )));
+        }
+        return Ok(());
+    }
+    write_json(&path, key)
 }
 
 /// Takes the stage directory's `LOCK` (an advisory lock on `<dir>/LOCK`, held while the
@@ -615,6 +643,46 @@ mod tests {
         assert!(d[1].cached);
     }
 
+    /// A stage under way holds its key from its start; a directory holding another key's
+    /// work is refused with the file named, and its work left as it is.
+    #[test]
+    fn a_stage_holds_its_key_from_its_start() {
+        let out = tempfile::tempdir().unwrap();
+        let cfg = config(out.path());
+        let mut st = Stages {
+            cfg: &cfg,
+            records: Vec::new(),
+            ran: 0,
+            planning: None,
+        };
+        let key = serde_json::json!({"k": 1, "seeds": [0, 1]});
+        let mut seen = None;
+        st.run("eval-k", key.clone(), |dir| -> Result<()> {
+            seen = Some(read_json::<serde_json::Value>(&dir.join(KEY_FILE))?);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, Some(key));
+        let other = serde_json::json!({"k": 2});
+        let dir = st.dir("eval-l", &other);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(KEY_FILE), r#"{"k": 3}"#).unwrap();
+        std::fs::write(dir.join("batches.jsonl"), "1\n").unwrap();
+        let mut ran = false;
+        let err = st
+            .run("eval-l", other, |_| -> Result<()> {
+                ran = true;
+                Ok(())
+            })
+            .unwrap_err();
+        assert!(!ran);
+        assert!(err.to_string().contains(KEY_FILE), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("batches.jsonl")).unwrap(),
+            "1\n"
+        );
+    }
+
     /// A stage keyed by an earlier version of the code moves under its new key: a done one with
     /// its `DONE` re-stamped (seconds kept, where it came from named), a journal as it is; one
     /// whose new directory exists, or that another process holds, stays where it is.
@@ -647,6 +715,10 @@ mod tests {
         assert_eq!(stamp["seconds"], 7.5);
         assert_eq!(stamp["adopted_from"], Stages::upstream(&from));
         assert!(!to.join("LOCK").exists());
+        assert!(
+            !to.join(KEY_FILE).exists(),
+            "a done stage's key is in its DONE"
+        );
         // Again: nothing left to move.
         assert!(!st.adopt("eval-a", &old, &new).unwrap());
         // A journal moves as it is (its lock file with it).
@@ -660,6 +732,8 @@ mod tests {
             "1\n"
         );
         assert!(!to.join("DONE").exists());
+        let held: serde_json::Value = read_json(&to.join(KEY_FILE)).unwrap();
+        assert_eq!(held, new, "the journal is stamped with its new key");
         // Both exist: the new one stands, the old one stays.
         let from = st.dir("eval-c", &old);
         let to = st.dir("eval-c", &new);
