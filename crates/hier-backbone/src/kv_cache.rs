@@ -21,6 +21,17 @@ use burn::tensor::Tensor;
 /// `GROW` decoded tokens.
 pub const GROW: usize = 256;
 
+/// The first `len` columns (dimension 2) of `buf: [b, h, capacity, d]`: `buf` itself when
+/// that is all of it, else a view.
+pub(crate) fn first_columns(buf: Tensor<4>, len: usize) -> Tensor<4> {
+    let [b, h, cap, d] = buf.dims();
+    if cap == len {
+        buf
+    } else {
+        buf.slice([0..b, 0..h, 0..len, 0..d])
+    }
+}
+
 /// One layer's cached keys and values.
 #[derive(Debug, Clone)]
 pub struct LayerKv {
@@ -68,12 +79,7 @@ impl LayerKv {
     }
 
     fn cached(&self, buf: &Tensor<4>) -> Tensor<4> {
-        let [b, h, cap, d] = buf.dims();
-        if cap == self.len {
-            buf.clone()
-        } else {
-            buf.clone().slice([0..b, 0..h, 0..self.len, 0..d])
-        }
+        first_columns(buf.clone(), self.len)
     }
 
     /// `self` with `k, v: [b, kv_heads, t, d]` appended after its cached columns.
@@ -147,11 +153,6 @@ impl KvCache {
     /// Rows cached.
     pub fn rows(&self) -> usize {
         self.key_valid.len()
-    }
-
-    /// Layer `layer`'s keys and values, if that layer has run.
-    pub fn layer(&self, layer: usize) -> Option<&LayerKv> {
-        self.layers.get(layer).and_then(Option::as_ref)
     }
 }
 

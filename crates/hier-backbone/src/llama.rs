@@ -27,7 +27,7 @@ use crate::config::ModelConfig;
 use crate::error::{BackboneError, Result};
 use crate::few_rows::Layout;
 use crate::grouped_attention::{self, KeyMask};
-use crate::kv_cache::{KvCache, LayerKv};
+use crate::kv_cache::{KvCache, LayerKv, first_columns};
 use crate::lora::{LoraConfig, LoraLinear, LoraPair, TargetModule};
 use crate::packed::PackedWeight;
 use crate::param::named_param;
@@ -741,13 +741,6 @@ impl CausalLm {
             }
         };
         let groups = nh / nkv;
-        let cached = |x: Tensor<4>| -> Tensor<4> {
-            if x.dims()[2] == total {
-                x
-            } else {
-                x.slice([0..b, 0..nkv, 0..total, 0..d])
-            }
-        };
         let expand = |x: Tensor<4>| -> Tensor<4> {
             if groups == 1 {
                 x
@@ -767,8 +760,8 @@ impl CausalLm {
             Some(ctx) => ctx,
             None => attention(
                 q,
-                expand(cached(k)),
-                expand(cached(v)),
+                expand(first_columns(k, total)),
+                expand(first_columns(v, total)),
                 None,
                 mask.bias.clone(),
                 AttentionModuleOptions {

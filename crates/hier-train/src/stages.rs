@@ -3,8 +3,8 @@
 //! Every stage runs in `<out>/stages/<name>-<hash>/`, where the hash covers the stage's own
 //! settings and the names of the stages it reads, and is marked done by a `DONE` file written
 //! last (holding its key and the seconds it took). A stage under way holds its key in
-//! [`KEY_FILE`] from its start, so a journal or checkpoint says what it belongs to. A second run skips done stages; a stage
-//! interrupted half-way resumes from its own checkpoint (the trainers are resumable) or journal
+//! [`KEY_FILE`] from its start, so a journal or checkpoint says what it belongs to. A second
+//! run skips done stages; a stage interrupted half-way resumes from its own checkpoint (the trainers are resumable) or journal
 //! (an evaluation keeps every finished batch of episodes: [`crate::journal`]).
 
 use std::path::{Path, PathBuf};
@@ -228,12 +228,12 @@ impl Stages<'_> {
         }
         let lock = lock_stage(&from)?;
         std::fs::rename(&from, &to).map_err(|e| Error::io(&to, e))?;
+        let done = to.join("DONE");
         // A journal or checkpoint says which key it now belongs to.
-        if !to.join("DONE").exists() || to.join(KEY_FILE).exists() {
+        if !done.exists() || to.join(KEY_FILE).exists() {
             write_json(&to.join(KEY_FILE), key)?;
         }
         // The lock file moved with the directory; a done stage keeps none.
-        let done = to.join("DONE");
         if done.exists() {
             let old: serde_json::Value = read_json(&done)?;
             let stamp = serde_json::json!({
@@ -520,16 +520,21 @@ mod tests {
         }
     }
 
+    /// Stages over `cfg` with nothing run or recorded yet.
+    fn fresh_stages(cfg: &RunConfig) -> Stages<'_> {
+        Stages {
+            cfg,
+            records: Vec::new(),
+            ran: 0,
+            planning: None,
+        }
+    }
+
     #[test]
     fn a_stage_another_process_runs_is_refused_then_reused() {
         let out = tempfile::tempdir().unwrap();
         let cfg = config(out.path());
-        let mut st = Stages {
-            cfg: &cfg,
-            records: Vec::new(),
-            ran: 0,
-            planning: None,
-        };
+        let mut st = fresh_stages(&cfg);
         let key = serde_json::json!({"k": 1});
         let dir = st.dir("eval-x", &key);
         std::fs::create_dir_all(&dir).unwrap();
@@ -588,12 +593,7 @@ mod tests {
             report_only: true,
             ..config(out.path())
         };
-        let mut st = Stages {
-            cfg: &cfg,
-            records: Vec::new(),
-            ran: 0,
-            planning: None,
-        };
+        let mut st = fresh_stages(&cfg);
         let done = st.dir("data-x", &serde_json::json!(1));
         std::fs::create_dir_all(&done).unwrap();
         std::fs::write(done.join("DONE"), "{}").unwrap();
@@ -649,12 +649,7 @@ mod tests {
     fn a_stage_holds_its_key_from_its_start() {
         let out = tempfile::tempdir().unwrap();
         let cfg = config(out.path());
-        let mut st = Stages {
-            cfg: &cfg,
-            records: Vec::new(),
-            ran: 0,
-            planning: None,
-        };
+        let mut st = fresh_stages(&cfg);
         let key = serde_json::json!({"k": 1, "seeds": [0, 1]});
         let mut seen = None;
         st.run("eval-k", key.clone(), |dir| -> Result<()> {
@@ -690,12 +685,7 @@ mod tests {
     fn a_stage_under_its_legacy_key_is_adopted() {
         let out = tempfile::tempdir().unwrap();
         let cfg = config(out.path());
-        let st = Stages {
-            cfg: &cfg,
-            records: Vec::new(),
-            ran: 0,
-            planning: None,
-        };
+        let st = fresh_stages(&cfg);
         let (old, new) = (serde_json::json!({"k": 1}), serde_json::json!({"k": 2}));
         // A done stage.
         let from = st.dir("eval-a", &old);
