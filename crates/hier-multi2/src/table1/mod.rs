@@ -21,8 +21,8 @@ pub mod results;
 pub mod traces;
 
 pub use profile::{
-    Ablation, AblationSpec, DataOverride, DataSpec, EnvOverride, EvalOverride, EvalSpec, Method,
-    Profile, RolloutOverride, SftOverride,
+    Ablation, AblationSpec, DataOverride, DataSpec, EnvOverride, EvalOverride, EvalSpec,
+    GrpoOverride, Method, Profile, RolloutOverride, SftOverride,
 };
 pub use results::{AblationCell, AblationRow, Cell, ablation_rows};
 

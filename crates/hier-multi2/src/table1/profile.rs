@@ -113,6 +113,12 @@ pub struct EnvOverride {
     /// The evaluation there (and so the ablations' tasks, a subset of it).
     #[serde(default)]
     pub eval: EvalOverride,
+    /// GRPO's update there.
+    #[serde(default)]
+    pub grpo: GrpoOverride,
+    /// Glider's online update there.
+    #[serde(default)]
+    pub glider_online: GrpoOverride,
 }
 
 /// [`EnvOverride::rollout`].
@@ -155,6 +161,17 @@ pub struct EvalOverride {
     pub tasks_per_split: Option<usize>,
 }
 
+/// [`EnvOverride::grpo`], [`EnvOverride::glider_online`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrpoOverride {
+    /// [`GrpoConfig::micro_batch`]: the update's memory grows with its rows × the sequences'
+    /// length, and environments' prompts differ in length (TextCraft's carry its crafting
+    /// commands): 16 rows of 1,024 tokens outgrew 24 GB, where ALFWorld's fit in ≈ 15 GB. Set
+    /// per environment, so that the stages of an environment that fits keep their keys.
+    pub micro_batch: Option<usize>,
+}
+
 /// [`EnvOverride::sft`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -185,6 +202,12 @@ impl EnvOverride {
         }
         if let Some(n) = self.eval.tasks_per_split {
             p.eval.tasks_per_split = n;
+        }
+        if let Some(m) = self.grpo.micro_batch {
+            p.grpo.micro_batch = Some(m);
+        }
+        if let Some(m) = self.glider_online.micro_batch {
+            p.glider_online.micro_batch = Some(m);
         }
     }
 }
@@ -392,11 +415,30 @@ impl Profile {
                 ("data.train_episodes", o.data.train_episodes),
                 ("sft.steps", o.sft.steps),
                 ("eval.tasks_per_split", o.eval.tasks_per_split),
+                ("grpo.micro_batch", o.grpo.micro_batch),
+                ("glider_online.micro_batch", o.glider_online.micro_batch),
             ];
             if let Some((field, _)) = zero.iter().find(|(_, n)| *n == Some(0)) {
                 return Err(Error::invalid(format!(
                     "per_env.{env}.{field} = 0: it must be at least 1"
                 )));
+            }
+            for (field, micro, batch) in [
+                ("grpo", o.grpo.micro_batch, self.grpo.batch_size),
+                (
+                    "glider_online",
+                    o.glider_online.micro_batch,
+                    self.glider_online.batch_size,
+                ),
+            ] {
+                if let Some(m) = micro
+                    && m > batch
+                {
+                    return Err(Error::invalid(format!(
+                        "per_env.{env}.{field}.micro_batch = {m}: more than {field}.batch_size \
+                         {batch}"
+                    )));
+                }
             }
             if o.data.task_types.as_ref().is_some_and(Vec::is_empty) {
                 return Err(Error::invalid(format!(

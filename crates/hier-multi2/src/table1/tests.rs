@@ -105,10 +105,17 @@ fn settings_per_environment_change_only_that_environments_stages() {
         per_env: BTreeMap::new(),
         ..p.clone()
     };
-    for env in [EnvKind::Textcraft, EnvKind::Alfworld] {
-        assert_eq!(p.for_env(env), plain, "{env}");
-        assert_eq!(p.for_env(env).eval.rollout.max_steps, 40);
-    }
+    assert_eq!(p.for_env(EnvKind::Alfworld), plain);
+    assert_eq!(p.for_env(EnvKind::Alfworld).eval.rollout.max_steps, 40);
+    // TextCraft: GRPO's update in micro-batches of 2 rows, nothing else (Glider's online phase
+    // there keeps its key).
+    let mut tc = p.for_env(EnvKind::Textcraft);
+    assert_eq!(
+        (tc.grpo.micro_batch, tc.glider_online.micro_batch),
+        (Some(2), None)
+    );
+    tc.grpo.micro_batch = None;
+    assert_eq!(tc, plain);
     // smollm plays ScienceWorld's tasks to ETO's limits (up to 120 actions), from 240 expert
     // episodes and 600 SFT steps.
     let sw = p.for_env(EnvKind::Scienceworld);
@@ -125,11 +132,21 @@ fn settings_per_environment_change_only_that_environments_stages() {
         assert_eq!((r.max_steps, r.task_turn_limits), (120, true), "{r:?}");
         (r.max_steps, r.task_turn_limits) = (40, false);
     }
+    assert_eq!(
+        (back.grpo.micro_batch, back.glider_online.micro_batch),
+        (Some(2), Some(2))
+    );
+    (back.grpo.micro_batch, back.glider_online.micro_batch) = (None, None);
     (back.data, back.sft) = (plain.data.clone(), plain.sft.clone());
     assert_eq!(
         back, plain,
-        "only the rollouts, the data and the SFT steps differ"
+        "only the rollouts, the data, the SFT steps and the GRPO micro-batches differ"
     );
+    // Unset, the micro-batch is left out of the GRPO sections' serialisation (and so of the
+    // keys of the stages trained before it could be set per environment); set, it is in.
+    let grpo = serde_json::to_value(&plain.grpo).unwrap();
+    assert!(grpo.get("micro_batch").is_none(), "{grpo}");
+    assert_eq!(serde_json::to_value(&sw.grpo).unwrap()["micro_batch"], 2);
     // Serialised without the map when it is empty, and without the flag when off (stage
     // keys and resolved profiles).
     let json = serde_json::to_value(&plain).unwrap();
@@ -162,10 +179,14 @@ fn settings_per_environment_change_only_that_environments_stages() {
     assert_eq!(q.for_env(EnvKind::Textcraft), plain);
     /// Sets one of an override's counts to 0.
     type Zero = fn(&mut EnvOverride);
-    let zeroed: [(&str, Zero); 3] = [
+    let zeroed: [(&str, Zero); 5] = [
         ("rollout.max_steps", |o| o.rollout.max_steps = Some(0)),
         ("data.train_episodes", |o| o.data.train_episodes = Some(0)),
         ("sft.steps", |o| o.sft.steps = Some(0)),
+        ("grpo.micro_batch", |o| o.grpo.micro_batch = Some(0)),
+        ("glider_online.micro_batch", |o| {
+            o.glider_online.micro_batch = Some(0)
+        }),
     ];
     for (field, set) in zeroed {
         let mut o = EnvOverride::default();
@@ -178,6 +199,22 @@ fn settings_per_environment_change_only_that_environments_stages() {
             "{err}"
         );
     }
+    // A micro-batch larger than its batch is named with both numbers.
+    let mut big = p.clone();
+    big.per_env.insert(
+        EnvKind::Alfworld,
+        EnvOverride {
+            grpo: GrpoOverride {
+                micro_batch: Some(17),
+            },
+            ..EnvOverride::default()
+        },
+    );
+    let err = big.check().unwrap_err().to_string();
+    assert!(
+        err.contains("per_env.alfworld.grpo.micro_batch = 17: more than grpo.batch_size 16"),
+        "{err}"
+    );
 }
 
 /// `per_env.<env>.data.task_types` keeps that environment's stages to those kinds of task; left
