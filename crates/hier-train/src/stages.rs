@@ -4,8 +4,9 @@
 //! settings and the names of the stages it reads, and is marked done by a `DONE` file written
 //! last (holding its key and the seconds it took). A stage under way holds its key in
 //! [`KEY_FILE`] from its start, so a journal or checkpoint says what it belongs to. A second
-//! run skips done stages; a stage interrupted half-way resumes from its own checkpoint (the trainers are resumable) or journal
-//! (an evaluation keeps every finished batch of episodes: [`crate::journal`]).
+//! run skips done stages; a stage interrupted half-way resumes from its own checkpoint (the
+//! trainers are resumable) or journal (an evaluation keeps every finished batch of episodes:
+//! [`crate::journal`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -203,12 +203,11 @@ impl EnvOverride {
         if let Some(n) = self.eval.tasks_per_split {
             p.eval.tasks_per_split = n;
         }
-        if let Some(m) = self.grpo.micro_batch {
-            p.grpo.micro_batch = Some(m);
-        }
-        if let Some(m) = self.glider_online.micro_batch {
-            p.glider_online.micro_batch = Some(m);
-        }
+        p.grpo.micro_batch = self.grpo.micro_batch.or(p.grpo.micro_batch);
+        p.glider_online.micro_batch = self
+            .glider_online
+            .micro_batch
+            .or(p.glider_online.micro_batch);
     }
 }
 
