@@ -1,5 +1,10 @@
 //! The process's resident memory, and the limit a run holds itself to so that it stops with a
-//! clear error — after checkpointing — instead of being killed by the kernel's OOM killer.
+//! clear error instead of being killed by the kernel's OOM killer: between training steps after
+//! checkpointing ([`check_limit`]), within one by ending the process ([`Watchdog`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// Resident set size of this process in MiB (`VmRSS` of `/proc/self/status`); `None` where
 /// the platform does not report it.
@@ -67,6 +72,75 @@ pub fn check_limit(
     Ok(())
 }
 
+/// The exit status of a process that [`Watchdog`] ends: `EX_TEMPFAIL` of `sysexits.h` (the
+/// command may be run again: it resumes).
+pub const WATCHDOG_EXIT_CODE: i32 = 75;
+
+/// How often a [`Watchdog`] reads resident memory: reading `/proc/self/status` costs
+/// microseconds, and memory grows by at most a few hundred MiB in this time on a CPU.
+pub const WATCHDOG_PERIOD: Duration = Duration::from_millis(200);
+
+/// Reads resident memory on a thread of its own while work that cannot stop in the middle runs
+/// (a stage), and ends the process with [`WATCHDOG_EXIT_CODE`] and a message naming the work
+/// once it exceeds the limit.
+///
+/// Why a thread: [`check_limit`] runs between training steps, and one step can outgrow the
+/// machine on its own — GRPO's whole update is one step; one of 16 rows × 1,024 tokens was
+/// killed by the kernel's OOM killer at 23 GB with nothing in the run's log. Ending the process
+/// here loses what that kill loses, the step in progress (checkpoints and journals are written
+/// atomically, so the last whole one stands and the command resumes from it), but says why and
+/// does it at the run's limit rather than at the machine's. Disarmed when dropped.
+pub struct Watchdog {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    /// Starts watching against `limit_mib`, polling every `period`; `None` (nothing watched)
+    /// without a limit or where resident memory is not reported.
+    pub fn arm(limit_mib: Option<u64>, what: impl Into<String>, period: Duration) -> Option<Self> {
+        let limit = limit_mib?;
+        resident_mib()?;
+        let what = what.into();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("memory-watchdog".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    if let Some(rss) = resident_mib().filter(|&r| r > limit as f64) {
+                        let message = format!(
+                            "error: {what}: resident memory {rss:.0} MiB exceeds the limit of \
+                             {limit} MiB in the middle of its work; the process exits now \
+                             (status {WATCHDOG_EXIT_CODE}) and loses only the step in progress — \
+                             run the same command again to resume, after lowering the memory it \
+                             needs (e.g. a smaller micro_batch) or raising --max-rss-mib"
+                        );
+                        tracing::error!("{message}");
+                        eprintln!("{message}");
+                        std::process::exit(WATCHDOG_EXIT_CODE);
+                    }
+                    std::thread::park_timeout(period);
+                }
+            })
+            .ok()?;
+        Some(Self {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,5 +159,18 @@ mod tests {
             check_limit(Some(u64::MAX / 2), what).unwrap();
         }
         check_limit(None, || "stage x".to_owned()).unwrap();
+    }
+
+    #[test]
+    fn a_watchdog_within_its_limit_lets_the_work_finish_and_stops_when_dropped() {
+        assert!(Watchdog::arm(None, "stage x", WATCHDOG_PERIOD).is_none());
+        if resident_mib().is_some() {
+            let dog = Watchdog::arm(Some(u64::MAX / 2), "stage x", WATCHDOG_PERIOD)
+                .expect("armed where memory is reported");
+            let started = std::time::Instant::now();
+            drop(dog);
+            // Dropping wakes the thread rather than waiting out its period.
+            assert!(started.elapsed() < WATCHDOG_PERIOD * 5);
+        }
     }
 }

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result, StageError};
+use crate::memory::{WATCHDOG_PERIOD, Watchdog};
 use crate::pretrain::{PretrainConfig, pretrain};
 use crate::runlog::RunOptions;
 use crate::sft::{SftConfig, train_adapter};
@@ -108,7 +109,9 @@ pub struct RunConfig {
     /// Return after this many stages have *run* (cached ones do not count) — to test resuming.
     pub stop_after_stages: Option<usize>,
     /// Stop with [`Error::MemoryLimit`] when resident memory exceeds this many MiB: checked
-    /// before and after every stage and after every training step (which checkpoints first).
+    /// before and after every stage and after every training step (which checkpoints first);
+    /// while a stage runs, a [`crate::memory::Watchdog`] ends the process at this limit in the
+    /// middle of a step (losing that step only).
     pub memory_limit_mib: Option<u64>,
     /// Stop with [`Error::NonFinite`] once a trainer has seen more non-finite loss elements of
     /// one quantity than this (0: the first one stops the run).
@@ -309,7 +312,9 @@ impl Stages<'_> {
             }
             stamp_key(&dir, &key)?;
             tracing::info!("stage {name}: running in {}", dir.display());
+            let watchdog = Watchdog::arm(limit, format!("stage {name}"), WATCHDOG_PERIOD);
             work(&dir).map_err(|e| e.in_stage(name))?;
+            drop(watchdog);
             let seconds = t.elapsed().as_secs_f64() + earlier_seconds(&dir)?;
             let stamp = serde_json::json!({"key": key, "seconds": seconds});
             let stamp = serde_json::to_string_pretty(&stamp).expect("serialises");
