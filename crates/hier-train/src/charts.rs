@@ -189,14 +189,29 @@ pub fn grouped_bars_bounded(
                     Rectangle::new([(x0, 0.0), (x0 + width * 0.9, *v)], color.filled())
                 }),
         )?;
-        chart.draw_series(values.iter().enumerate().filter_map(|(g, (v, h))| {
-            let h = (*h)?;
-            let x = centre(g, s);
-            Some(PathElement::new(
-                vec![(x, (v - h).max(0.0)), (x, (v + h).min(bound).min(y_max))],
-                BLACK.stroke_width(2),
-            ))
-        }))?;
+        // Each whisker with a cap at both ends: an interval of width 0 (every seed alike)
+        // still shows as a tick on its bar, not as a bar without an interval.
+        let cap = width * 0.2;
+        chart.draw_series(
+            values
+                .iter()
+                .enumerate()
+                .filter(|(_, (v, _))| v.is_finite())
+                .filter_map(|(g, (v, h))| {
+                    let h = (*h)?;
+                    let x = centre(g, s);
+                    let (lo, hi) = ((v - h).max(0.0), (v + h).min(bound).min(y_max));
+                    Some(
+                        [
+                            vec![(x, lo), (x, hi)],
+                            vec![(x - cap, lo), (x + cap, lo)],
+                            vec![(x - cap, hi), (x + cap, hi)],
+                        ]
+                        .map(|points| PathElement::new(points, BLACK.stroke_width(2))),
+                    )
+                })
+                .flatten(),
+        )?;
         chart.draw_series(
             values
                 .iter()
