@@ -76,31 +76,39 @@ pub fn check_limit(
 /// command may be run again: it resumes).
 pub const WATCHDOG_EXIT_CODE: i32 = 75;
 
+/// How far past the run's limit a [`Watchdog`] lets a step go (× the limit): a run that crosses
+/// the limit slowly stops at the end of its step instead, where a trainer checkpoints first —
+/// the watchdog's exit loses everything since the last checkpoint (written every
+/// `checkpoint_every` steps) or journal batch.
+pub const WATCHDOG_MARGIN: f64 = 1.05;
+
 /// How often a [`Watchdog`] reads resident memory: reading `/proc/self/status` costs
 /// microseconds, and memory grows by at most a few hundred MiB in this time on a CPU.
 pub const WATCHDOG_PERIOD: Duration = Duration::from_millis(200);
 
 /// Reads resident memory on a thread of its own while work that cannot stop in the middle runs
 /// (a stage), and ends the process with [`WATCHDOG_EXIT_CODE`] and a message naming the work
-/// once it exceeds the limit.
+/// once it exceeds the limit by more than [`WATCHDOG_MARGIN`].
 ///
 /// Why a thread: [`check_limit`] runs between training steps, and one step can outgrow the
 /// machine on its own — GRPO's whole update is one step; one of 16 rows × 1,024 tokens was
 /// killed by the kernel's OOM killer at 23 GB with nothing in the run's log. Ending the process
-/// here loses what that kill loses, the step in progress (checkpoints and journals are written
-/// atomically, so the last whole one stands and the command resumes from it), but says why and
-/// does it at the run's limit rather than at the machine's. Disarmed when dropped.
+/// here loses what that kill loses, the work since the last checkpoint or journal batch (both
+/// are written atomically, so the last whole one stands and the command resumes from it), but
+/// says why and does it near the run's limit rather than at the machine's. Disarmed when
+/// dropped.
 pub struct Watchdog {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Watchdog {
-    /// Starts watching against `limit_mib`, polling every `period`; `None` (nothing watched)
-    /// without a limit or where resident memory is not reported.
+    /// Starts watching against `limit_mib` × [`WATCHDOG_MARGIN`], polling every `period`;
+    /// `None` (nothing watched) without a limit or where resident memory is not reported.
     pub fn arm(limit_mib: Option<u64>, what: impl Into<String>, period: Duration) -> Option<Self> {
         let limit = limit_mib?;
         resident_mib()?;
+        let threshold = limit as f64 * WATCHDOG_MARGIN;
         let what = what.into();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -108,13 +116,15 @@ impl Watchdog {
             .name("memory-watchdog".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
-                    if let Some(rss) = resident_mib().filter(|&r| r > limit as f64) {
+                    if let Some(rss) = resident_mib().filter(|&r| r > threshold) {
                         let message = format!(
                             "error: {what}: resident memory {rss:.0} MiB exceeds the limit of \
-                             {limit} MiB in the middle of its work; the process exits now \
-                             (status {WATCHDOG_EXIT_CODE}) and loses only the step in progress — \
-                             run the same command again to resume, after lowering the memory it \
-                             needs (e.g. a smaller micro_batch) or raising --max-rss-mib"
+                             {limit} MiB by more than {margin:.0} % in the middle of a step; the \
+                             process exits now (status {WATCHDOG_EXIT_CODE}) and loses the work \
+                             since its last checkpoint or journal batch — run the same command \
+                             again to resume, after lowering the memory a step needs (e.g. a \
+                             smaller micro_batch) or raising --max-rss-mib",
+                            margin = (WATCHDOG_MARGIN - 1.0) * 100.0
                         );
                         tracing::error!("{message}");
                         eprintln!("{message}");

@@ -110,8 +110,8 @@ pub struct RunConfig {
     pub stop_after_stages: Option<usize>,
     /// Stop with [`Error::MemoryLimit`] when resident memory exceeds this many MiB: checked
     /// before and after every stage and after every training step (which checkpoints first);
-    /// while a stage runs, a [`crate::memory::Watchdog`] ends the process at this limit in the
-    /// middle of a step (losing that step only).
+    /// while a stage runs, a [`crate::memory::Watchdog`] ends the process in the middle of a
+    /// step once it is 5 % past this limit (losing the work since the last checkpoint).
     pub memory_limit_mib: Option<u64>,
     /// Stop with [`Error::NonFinite`] once a trainer has seen more non-finite loss elements of
     /// one quantity than this (0: the first one stops the run).

@@ -40,6 +40,7 @@ fn a_process_past_its_limit_exits_with_the_watchdogs_status_and_message() {
     assert!(
         stderr.contains("stage allocating-child: resident memory")
             && stderr.contains("exceeds the limit of")
+            && stderr.contains("by more than 5 %")
             && stderr.contains("run the same command again to resume"),
         "{stderr}"
     );
