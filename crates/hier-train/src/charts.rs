@@ -177,55 +177,43 @@ pub fn grouped_bars_bounded(
             plotters::style::text_anchor::VPos::Bottom,
         ));
     for (s, &index) in shown.iter().enumerate() {
-        let values = &series[index].1;
         let color = PALETTE[index % PALETTE.len()];
-        chart.draw_series(
-            values
-                .iter()
-                .enumerate()
-                .filter(|(_, (v, _))| v.is_finite())
-                .map(|(g, (v, _))| {
-                    let x0 = g as f64 + 0.1 + s as f64 * width;
-                    Rectangle::new([(x0, 0.0), (x0 + width * 0.9, *v)], color.filled())
-                }),
-        )?;
+        // The measured bars (non-finite values draw nothing), each with its whisker's ends
+        // clamped to the quantity's bound and the frame.
+        let bars: Vec<_> = (series[index].1.iter().enumerate())
+            .filter(|(_, (v, _))| v.is_finite())
+            .map(|(g, &(v, h))| {
+                let whisker = h.map(|h| ((v - h).max(0.0), (v + h).min(bound).min(y_max)));
+                (g, v, whisker)
+            })
+            .collect();
+        chart.draw_series(bars.iter().map(|&(g, v, _)| {
+            let x0 = g as f64 + 0.1 + s as f64 * width;
+            Rectangle::new([(x0, 0.0), (x0 + width * 0.9, v)], color.filled())
+        }))?;
         // Each whisker with a cap at both ends: an interval of width 0 (every seed alike)
         // still shows as a tick on its bar, not as a bar without an interval.
         let cap = width * 0.2;
         chart.draw_series(
-            values
-                .iter()
-                .enumerate()
-                .filter(|(_, (v, _))| v.is_finite())
-                .filter_map(|(g, (v, h))| {
-                    let h = (*h)?;
-                    let x = centre(g, s);
-                    let (lo, hi) = ((v - h).max(0.0), (v + h).min(bound).min(y_max));
-                    Some(
-                        [
-                            vec![(x, lo), (x, hi)],
-                            vec![(x - cap, lo), (x + cap, lo)],
-                            vec![(x - cap, hi), (x + cap, hi)],
-                        ]
-                        .map(|points| PathElement::new(points, BLACK.stroke_width(2))),
-                    )
-                })
-                .flatten(),
-        )?;
-        chart.draw_series(
-            values
-                .iter()
-                .enumerate()
-                .filter(|(_, (v, _))| v.is_finite())
-                .map(|(g, (v, h))| {
-                    let top = (v + h.unwrap_or(0.0)).min(bound).min(y_max).max(*v);
-                    Text::new(
-                        bar_label(*v),
-                        (centre(g, s), top + 0.01 * y_max),
-                        above.clone(),
-                    )
+            (bars.iter())
+                .filter_map(|&(g, _, whisker)| Some((centre(g, s), whisker?)))
+                .flat_map(|(x, (lo, hi))| {
+                    [
+                        vec![(x, lo), (x, hi)],
+                        vec![(x - cap, lo), (x + cap, lo)],
+                        vec![(x - cap, hi), (x + cap, hi)],
+                    ]
+                    .map(|points| PathElement::new(points, BLACK.stroke_width(2)))
                 }),
         )?;
+        chart.draw_series(bars.iter().map(|&(g, v, whisker)| {
+            let top = whisker.map_or(v, |(_, hi)| hi.max(v));
+            Text::new(
+                bar_label(v),
+                (centre(g, s), top + 0.01 * y_max),
+                above.clone(),
+            )
+        }))?;
     }
     // A frame of empty bars says so instead of looking like missing data.
     let finite: Vec<f64> = series
