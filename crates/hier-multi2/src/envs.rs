@@ -141,6 +141,15 @@ impl EnvKind {
             .expect("every EnvKind has a REGISTRY row (tested)")
     }
 
+    /// The values an episode's final score can take: ScienceWorld's falls to −1 when the agent
+    /// commits to a wrong answer, ALFWorld's and TextCraft's are 1 when solved, else 0.
+    pub fn score_range(self) -> (f64, f64) {
+        match self {
+            EnvKind::Scienceworld => (-1.0, 1.0),
+            EnvKind::Alfworld | EnvKind::Textcraft => (0.0, 1.0),
+        }
+    }
+
     /// Its name (`textcraft`, `scienceworld`, `alfworld`).
     pub fn name(self) -> &'static str {
         self.spec().name

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::mas_pipeline::{MasEvaluation, MasMethod, MasProfile, MasRun};
 use crate::report::{mean, seed_interval};
 use hier_train::SharedErrors as _;
-use hier_train::charts::{Drawn, PALETTE, Series, grouped_bars, series_top};
+use hier_train::charts::{Drawn, PALETTE, Series, draw_whiskers, grouped_bars, series_top};
 use hier_train::metrics::{PairedDifference, paired_by_key, show_paired, verdict, verdict_small};
 use hier_train::stages::{BackboneSpec, StageRecord, write_json};
 
@@ -529,18 +529,19 @@ fn tau_sweep(path: &Path, rows: &[&MasRow]) -> Drawn {
     let mut line: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, p.1.mean)).collect();
     line.sort_by(|a, b| a.0.total_cmp(&b.0));
     chart.draw_series(LineSeries::new(line, color.stroke_width(2)))?;
-    chart
-        .draw_series(pts.iter().map(|(x, d, _)| {
-            PathElement::new(vec![(*x, d.lo), (*x, d.hi)], BLACK.stroke_width(1))
-        }))?;
+    draw_whiskers(
+        &mut chart,
+        pts.iter().map(|(x, d, _)| (*x, d.lo, d.hi)),
+        BLACK.stroke_width(1),
+    )?;
     chart.draw_series(
         pts.iter()
             .map(|(x, d, _)| Circle::new((*x, d.mean), 4, color.filled())),
     )?;
-    chart.draw_series(
-        pts.iter()
-            .map(|(x, d, l)| Text::new(l.clone(), (*x, d.mean), ("sans-serif", 12))),
-    )?;
+    // Labels beside their marks (6 px right, 16 px up), not on them.
+    chart.draw_series(pts.iter().map(|(x, d, l)| {
+        EmptyElement::at((*x, d.mean)) + Text::new(l.clone(), (6, -16), ("sans-serif", 12))
+    }))?;
     chart.draw_series(std::iter::once(PathElement::new(
         vec![(0.0, 0.0), (xmax, 0.0)],
         BLACK.mix(0.4).stroke_width(1),

@@ -16,7 +16,8 @@ use crate::profile::{ExecutorSpec, SteerMethod, SteeringProfile};
 use crate::results::{Evaluation, SteeringRun};
 use hier_train::SharedErrors as _;
 use hier_train::charts::{
-    Drawn, PALETTE, Series, ensure_font, grouped_bars, grouped_bars_bounded, headroom, series_top,
+    Drawn, PALETTE, Series, draw_whiskers, ensure_font, grouped_bars, grouped_bars_bounded,
+    headroom, series_top,
 };
 use hier_train::metrics::{PairedDifference, paired_by_key, show_paired};
 use hier_train::stages::BackboneSpec;
@@ -726,13 +727,14 @@ fn tau_sweep(path: &Path, rows: &[&Row]) -> Drawn {
         let mut line: Vec<(f64, f64)> = p.iter().map(|x| (x.0, x.1)).collect();
         line.sort_by(|a, b| a.0.total_cmp(&b.0));
         chart.draw_series(LineSeries::new(line, color.stroke_width(2)))?;
-        chart.draw_series(p.iter().filter_map(|(x, _, ci, _)| {
-            let (lo, hi) = (*ci)?;
-            Some(PathElement::new(
-                vec![(*x, lo), (*x, hi)],
-                BLACK.stroke_width(1),
-            ))
-        }))?;
+        draw_whiskers(
+            &mut chart,
+            p.iter().filter_map(|(x, _, ci, _)| {
+                let (lo, hi) = (*ci)?;
+                Some((*x, lo, hi))
+            }),
+            BLACK.stroke_width(1),
+        )?;
         chart.draw_series(
             p.iter()
                 .map(|(x, y, _, _)| Circle::new((*x, *y), 4, color.filled())),

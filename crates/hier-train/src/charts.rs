@@ -1,5 +1,5 @@
 //! Chart primitives both pipelines draw with (plotters, bitmap backend): the font, the
-//! palette, grouped bars with 95 % whiskers.
+//! palette, grouped bars with 95 % whiskers, capped whiskers for any chart.
 //!
 //! Text needs a TrueType font, read at run time (nothing is committed or downloaded): the file
 //! named by `HIER_FONT`, else the first of the usual system locations of DejaVu Sans /
@@ -66,6 +66,32 @@ pub const PALETTE: [RGBColor; 10] = [
 pub type Series = (String, Vec<(f64, Option<f64>)>);
 
 pub type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
+
+/// Half the width of a whisker's end caps, in pixels.
+const CAP_PX: i32 = 5;
+
+/// Draws each `(x, lo, hi)` as a vertical whisker from `(x, lo)` to `(x, hi)` with a cap at both
+/// ends, [`CAP_PX`] pixels either side of `x` whatever the axis (a log axis too). The caps are
+/// why: an interval of width 0 (every seed alike) still shows as a tick on its mark, where a
+/// bare line would leave a mark that looks as if it had no interval.
+pub fn draw_whiskers<X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'_, BitMapBackend<'_>, Cartesian2d<X, Y>>,
+    whiskers: impl IntoIterator<Item = (f64, f64, f64)>,
+    style: ShapeStyle,
+) -> Drawn {
+    let whiskers: Vec<(f64, f64, f64)> = whiskers.into_iter().collect();
+    chart.draw_series(
+        (whiskers.iter()).map(|&(x, lo, hi)| PathElement::new(vec![(x, lo), (x, hi)], style)),
+    )?;
+    chart.draw_series(
+        (whiskers.iter())
+            .flat_map(|&(x, lo, hi)| [(x, lo), (x, hi)])
+            .map(|end| {
+                EmptyElement::at(end) + PathElement::new(vec![(-CAP_PX, 0), (CAP_PX, 0)], style)
+            }),
+    )?;
+    Ok(())
+}
 
 /// The highest bar or whisker end of `series` (whiskers capped at `bound`, as
 /// [`grouped_bars_bounded`] draws them); 0 when no value is finite.
@@ -191,20 +217,13 @@ pub fn grouped_bars_bounded(
             let x0 = g as f64 + 0.1 + s as f64 * width;
             Rectangle::new([(x0, 0.0), (x0 + width * 0.9, v)], color.filled())
         }))?;
-        // Each whisker with a cap at both ends: an interval of width 0 (every seed alike)
-        // still shows as a tick on its bar, not as a bar without an interval.
-        let cap = width * 0.2;
-        chart.draw_series(
-            (bars.iter())
-                .filter_map(|&(g, _, whisker)| Some((centre(g, s), whisker?)))
-                .flat_map(|(x, (lo, hi))| {
-                    [
-                        vec![(x, lo), (x, hi)],
-                        vec![(x - cap, lo), (x + cap, lo)],
-                        vec![(x - cap, hi), (x + cap, hi)],
-                    ]
-                    .map(|points| PathElement::new(points, BLACK.stroke_width(2)))
-                }),
+        draw_whiskers(
+            &mut chart,
+            (bars.iter()).filter_map(|&(g, _, whisker)| {
+                let (lo, hi) = whisker?;
+                Some((centre(g, s), lo, hi))
+            }),
+            BLACK.stroke_width(2),
         )?;
         chart.draw_series(bars.iter().map(|&(g, v, whisker)| {
             let top = whisker.map_or(v, |(_, hi)| hi.max(v));

@@ -14,7 +14,9 @@ use std::path::Path;
 use hier_envs::Split;
 use plotters::prelude::*;
 
-use hier_train::charts::{Drawn, PALETTE, Series, ensure_font, grouped_bars_bounded, headroom};
+use hier_train::charts::{
+    Drawn, PALETTE, Series, draw_whiskers, ensure_font, grouped_bars_bounded, headroom,
+};
 use hier_train::metrics::{Terciles, estimate, success_over_seeds};
 
 use crate::envs::EnvKind;
@@ -278,14 +280,14 @@ fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Dr
                 PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
             });
         // Each iteration's success with its 95 % Wilson interval over its episodes.
-        chart.draw_series(points.iter().map(|p| {
-            let (lo, hi) = wilson(p.success_rate, p.episodes);
-            let x = p.iteration as f64;
-            PathElement::new(
-                vec![(x, 100.0 * lo), (x, 100.0 * hi)],
-                color.stroke_width(2),
-            )
-        }))?;
+        draw_whiskers(
+            &mut chart,
+            points.iter().map(|p| {
+                let (lo, hi) = wilson(p.success_rate, p.episodes);
+                (p.iteration as f64, 100.0 * lo, 100.0 * hi)
+            }),
+            color.stroke_width(2),
+        )?;
         // A mark on every iteration, so a curve lying on 0 is still seen to be there.
         chart.draw_series(points.iter().map(|p| {
             Circle::new(
@@ -317,10 +319,12 @@ fn learning_curve(path: &Path, curves: &BTreeMap<String, Vec<CurvePoint>>) -> Dr
 /// A point's mean and 95 % half-width (none for a single seed).
 type Point = (f64, Option<f64>);
 
-/// One panel of [`token_efficiency`]: its area, quantity, y range and points.
+/// One panel of [`token_efficiency`]: its area, quantity, the values the quantity can take,
+/// y range and points.
 type Panel<'a, DB> = (
     &'a DrawingArea<DB, plotters::coord::Shift>,
     &'a str,
+    (f64, f64),
     f64,
     f64,
     &'a [Point],
@@ -389,10 +393,17 @@ fn token_efficiency(
     let (s_lo, s_hi) = success_axis(&success);
     let (sc_lo, sc_hi) = score_axis(&score);
     let panels: [Panel<'_, _>; 2] = [
-        (&left, "success %", s_lo, s_hi, &success),
-        (&right, "mean final score", sc_lo, sc_hi, &score),
+        (&left, "success %", (0.0, 100.0), s_lo, s_hi, &success),
+        (
+            &right,
+            "mean final score",
+            env.score_range(),
+            sc_lo,
+            sc_hi,
+            &score,
+        ),
     ];
-    for (area, what, lo, hi, points) in panels {
+    for (area, what, bounds, lo, hi, points) in panels {
         let mut chart = ChartBuilder::on(area)
             .caption(
                 format!("{} vs tokens ({})", what, env.column_label(split)),
@@ -426,10 +437,14 @@ fn token_efficiency(
             let (y, half) = points[j];
             let x = c.summary.mean_tokens / 1000.0;
             if let Some(h) = half {
-                chart.draw_series(std::iter::once(PathElement::new(
-                    vec![(x, (y - h).max(lo)), (x, (y + h).min(hi))],
+                // Clamped to what the quantity can be (a success rate lies in 0–100 %, a score
+                // in the environment's range) and to the frame.
+                let (floor, ceiling) = bounds;
+                draw_whiskers(
+                    &mut chart,
+                    [(x, (y - h).max(floor).max(lo), (y + h).min(ceiling).min(hi))],
                     color.stroke_width(2),
-                )))?;
+                )?;
             }
             // Success per token relative to ReAct; undefined where either has no success.
             let label = match efficiency.get(&format!("{m}/{env}/{split:?}")) {
