@@ -99,7 +99,8 @@ pub struct OnlineRlConfig {
     pub seed: u64,
 }
 
-fn is_default<T: Default + PartialEq>(x: &T) -> bool {
+/// Whether `x` is its type's default (serde's `skip_serializing_if` for settings left unset).
+pub(crate) fn is_default<T: Default + PartialEq>(x: &T) -> bool {
     *x == T::default()
 }
 fn yes() -> bool {

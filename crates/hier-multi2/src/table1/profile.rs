@@ -12,7 +12,7 @@ use crate::envs::EnvKind;
 use crate::error::{Error, Result};
 use crate::grpo::GrpoConfig;
 use crate::offline_rl::OfflineRlConfig;
-use crate::online_rl::OnlineRlConfig;
+use crate::online_rl::{OnlineRlConfig, is_default};
 use crate::react::PromptedSpec;
 use hier_rl_losses::Variant;
 use hier_train::SharedErrors as _;
@@ -96,28 +96,29 @@ pub struct Profile {
 }
 
 /// One environment's own settings ([`Profile::per_env`]), each a section of the profile
-/// with the fields it may change; what it leaves out is the profile's.
+/// with the fields it may change; what it leaves out is the profile's (and a section it leaves
+/// out is not written back, so `profile.resolved.toml` shows only what is set).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvOverride {
     /// Every rollout there: evaluation, online RL, GRPO, Glider's online phase (and so the
     /// prompted agents' steps, which follow the evaluation's).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub rollout: RolloutOverride,
     /// The expert data there.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub data: DataOverride,
     /// Every SFT stage there (flat, System 1, System 2, Glider's).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub sft: SftOverride,
     /// The evaluation there (and so the ablations' tasks, a subset of it).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub eval: EvalOverride,
     /// GRPO's update there.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub grpo: GrpoOverride,
     /// Glider's online update there.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub glider_online: GrpoOverride,
 }
 

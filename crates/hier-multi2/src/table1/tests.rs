@@ -151,6 +151,20 @@ fn settings_per_environment_change_only_that_environments_stages() {
     // keys and resolved profiles).
     let json = serde_json::to_value(&plain).unwrap();
     assert!(json.get("per_env").is_none(), "{json}");
+    // The resolved profile names only the sections an environment sets (TextCraft: GRPO's
+    // micro-batch), and reads back as the same profile.
+    let resolved = toml::to_string(&p).unwrap();
+    assert!(
+        resolved.contains("[per_env.textcraft.grpo]\nmicro_batch = 2"),
+        "{resolved}"
+    );
+    for unset in [
+        "[per_env.textcraft.rollout]",
+        "[per_env.textcraft.glider_online]",
+    ] {
+        assert!(!resolved.contains(unset), "{unset} in {resolved}");
+    }
+    assert_eq!(toml::from_str::<Profile>(&resolved).unwrap(), p);
     assert!(
         json["eval"]["rollout"].get("task_turn_limits").is_none(),
         "{json}"
