@@ -71,7 +71,7 @@ pub type Drawn = std::result::Result<(), Box<dyn std::error::Error>>;
 const CAP_PX: i32 = 5;
 
 /// Draws each `(x, lo, hi)` as a vertical whisker from `(x, lo)` to `(x, hi)` with a cap at both
-/// ends, [`CAP_PX`] pixels either side of `x` whatever the axis (a log axis too). The caps are
+/// ends, `CAP_PX` (5) pixels either side of `x` whatever the axis (a log axis too). The caps are
 /// why: an interval of width 0 (every seed alike) still shows as a tick on its mark, where a
 /// bare line would leave a mark that looks as if it had no interval.
 pub fn draw_whiskers<X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
