@@ -59,8 +59,8 @@ enum Cmd {
         model: Option<PathBuf>,
         /// Stop with an error (trainers checkpoint first, so a rerun resumes) once resident
         /// memory exceeds this many MiB — within a step, 5 % past it, by ending the process
-        /// with status 75 (the work since the last checkpoint is lost); 0: no limit. Default: 90 % of the memory available
-        /// (physical, or the container's cgroup limit when lower).
+        /// with status 75 (the work since the last checkpoint is lost); 0: no limit. Default:
+        /// 90 % of the memory available (physical, or the container's cgroup limit when lower).
         #[arg(long)]
         max_rss_mib: Option<u64>,
         /// Stop with an error once a trainer has seen more than this many non-finite loss
