@@ -46,7 +46,7 @@ pub struct PromptedSpec {
     /// The shown window's start moves this many turns at a time ([`first_shown`]; 0 or 1:
     /// every turn), so that the prompt's beginning stays the same for several turns and the
     /// prefix cache reuses it.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::online_rl::is_default")]
     pub history_stride: usize,
     /// Prompt tokens at most: demonstrations are left out to fit ([`Prompter::act_prompt`]),
     /// then the middle is cut ([`hier_train::prompt::fit_prompt`]).
@@ -64,10 +64,6 @@ pub struct PromptedSpec {
     pub temperature: f32,
     pub top_p: f32,
     pub top_k: usize,
-}
-
-fn is_zero(x: &usize) -> bool {
-    *x == 0
 }
 
 /// The index of the first of `len` turns a prompt shows: the last `history`, except that the

@@ -128,16 +128,7 @@ fn render_trace(md: &mut String, t: &Trace) {
     md.push_str("**Observation 0.**\n\n");
     block(md, &cut(ep.observations.first().map_or("", String::as_str)));
     for (i, action) in ep.actions.iter().enumerate() {
-        for (_, subgoal) in t.subgoals.iter().filter(|(at, _)| *at == i) {
-            let _ = write!(
-                md,
-                "*System 1, subgoal:* `{}`\n\n",
-                subgoal.replace('\n', " ⏎ ")
-            );
-        }
-        for (_, note) in t.notes.iter().filter(|(at, _)| *at == i) {
-            let _ = write!(md, "> {}\n\n", note.replace('\n', "\n> "));
-        }
+        render_said(md, t, |at| at == i);
         let flag = t
             .flags
             .get(i)
@@ -155,6 +146,13 @@ fn render_trace(md: &mut String, t: &Trace) {
             &cut(ep.observations.get(i + 1).map_or("", String::as_str)),
         );
     }
+    // What was said after the last action — all of it where the agent took none (ADaPT's
+    // executor can spend its turns on thoughts) — would otherwise be lost from the page.
+    let n = ep.actions.len();
+    if n > 0 && (t.subgoals.iter().chain(&t.notes)).any(|(at, _)| *at >= n) {
+        md.push_str("*After the last action:*\n\n");
+    }
+    render_said(md, t, |at| at >= n);
     let _ = write!(
         md,
         "*End:* {} after {} actions (the environment {} the episode); {} System-1 calls, {} System-2 \
@@ -167,6 +165,21 @@ fn render_trace(md: &mut String, t: &Trace) {
         t.prompt_tokens,
         t.generated_tokens,
     );
+}
+
+/// System 1's subgoals, then the agent's other words (thoughts, reflections, plans), whose
+/// position — the number of actions taken before they were said — `at` accepts.
+fn render_said(md: &mut String, t: &Trace, at: impl Fn(usize) -> bool) {
+    for (_, subgoal) in t.subgoals.iter().filter(|(i, _)| at(*i)) {
+        let _ = write!(
+            md,
+            "*System 1, subgoal:* `{}`\n\n",
+            subgoal.replace('\n', " ⏎ ")
+        );
+    }
+    for (_, note) in t.notes.iter().filter(|(i, _)| at(*i)) {
+        let _ = write!(md, "> {}\n\n", note.replace('\n', "\n> "));
+    }
 }
 
 /// The Markdown of one method's samples on one environment.
@@ -377,5 +390,44 @@ mod tests {
         assert!(md.contains("System 2 says done: true"));
         assert!(md.contains("… (7 more characters)"));
         assert!(md.contains("*End:* solved after 2 actions"));
+        assert!(!md.contains("After the last action"), "{md}");
+    }
+
+    /// Words said after the last action, or in an episode without one, are on the page, in
+    /// order, before its end.
+    #[test]
+    fn renders_what_was_said_after_the_last_action() {
+        let render_one = |t: Trace| {
+            render(
+                "p",
+                &MethodTraces {
+                    method: Method::Adapt,
+                    env: EnvKind::Textcraft,
+                    stage: "eval-adapt-textcraft-0".into(),
+                    samples: vec![Sample {
+                        split: Split::Id,
+                        result: result(&Task::new("craft", 0), 0, false),
+                        trials: vec![t],
+                    }],
+                },
+            )
+        };
+        let mut t = trace("textcraft/craft#0", &[], false);
+        t.notes = vec![(0, "think: get planks".into()), (0, "plan: Step 1".into())];
+        let md = render_one(t);
+        let at = |s: &str| md.find(s).unwrap_or_else(|| panic!("{s} not in {md}"));
+        assert!(at("**Observation 0.**") < at("`get planks`"));
+        assert!(at("`get planks`") < at("> think: get planks"));
+        assert!(at("> think: get planks") < at("> plan: Step 1"));
+        assert!(at("> plan: Step 1") < at("*End:* not solved after 0 actions"));
+        assert!(!md.contains("After the last action"), "{md}");
+
+        let mut t = trace("textcraft/craft#0", &["get 1 planks"], false);
+        t.notes = vec![(1, "think: now craft".into())];
+        let md = render_one(t);
+        let at = |s: &str| md.find(s).unwrap_or_else(|| panic!("{s} not in {md}"));
+        assert!(at("after get 1 planks") < at("*After the last action:*"));
+        assert!(at("*After the last action:*") < at("> think: now craft"));
+        assert!(at("> think: now craft") < at("*End:*"));
     }
 }
