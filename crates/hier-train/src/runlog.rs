@@ -139,13 +139,32 @@ pub fn recover_swapped_dir(ckpt: &Path) -> std::io::Result<Recovery> {
     Ok(recovery)
 }
 
-/// A bar of `len` steps labelled `what` (hidden unless `show`).
+/// A bar of `len` steps labelled `what` (hidden unless `show`). On a terminal it redraws in
+/// place; where standard error is not one (a run under `nohup`, its output in a log file) it
+/// writes the bar as a plain line at most once every [`LOG_EVERY`], and its last state when it
+/// ends — indicatif alone would show nothing there, leaving hours-long runs silent.
 pub fn progress_bar(show: bool, len: usize, what: &str) -> indicatif::ProgressBar {
-    let bar = if show {
+    use std::io::IsTerminal;
+    let bar = if !show {
+        indicatif::ProgressBar::hidden()
+    } else if std::io::stderr().is_terminal() {
         indicatif::ProgressBar::new(len as u64)
     } else {
-        indicatif::ProgressBar::hidden()
+        indicatif::ProgressBar::with_draw_target(
+            Some(len as u64),
+            indicatif::ProgressDrawTarget::term_like(Box::new(LineLog::new(
+                Box::new(std::io::stderr()),
+                LOG_EVERY,
+            ))),
+        )
     };
+    style_bar(bar, what)
+}
+
+/// How often a progress bar written to a log (not a terminal) writes a line.
+pub const LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+fn style_bar(bar: indicatif::ProgressBar, what: &str) -> indicatif::ProgressBar {
     bar.set_style(
         indicatif::ProgressStyle::with_template(&format!(
             "{what} {{bar:30}} {{pos}}/{{len}} [{{elapsed_precise}}<{{eta_precise}}] {{msg}}"
@@ -153,6 +172,109 @@ pub fn progress_bar(show: bool, len: usize, what: &str) -> indicatif::ProgressBa
         .expect("template"),
     );
     bar
+}
+
+/// A progress bar's draw target for a log: each redraw is kept as the pending line, written
+/// out when `every` has passed since the last one written (the first at once), and the pending
+/// one when the bar is dropped — its final state. Cursor movements mean nothing in a file and
+/// are ignored.
+struct LineLog {
+    state: std::sync::Mutex<LineLogState>,
+}
+
+struct LineLogState {
+    out: Box<dyn std::io::Write + Send>,
+    every: std::time::Duration,
+    /// The redraw being assembled since the last flush.
+    drawing: String,
+    /// The last complete redraw not yet written.
+    pending: Option<String>,
+    written_at: Option<std::time::Instant>,
+}
+
+impl LineLog {
+    fn new(out: Box<dyn std::io::Write + Send>, every: std::time::Duration) -> Self {
+        Self {
+            state: std::sync::Mutex::new(LineLogState {
+                out,
+                every,
+                drawing: String::new(),
+                pending: None,
+                written_at: None,
+            }),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut LineLogState) -> T) -> T {
+        // A panic elsewhere while drawing leaves the text intact: keep logging.
+        f(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl LineLogState {
+    fn write_pending(&mut self) -> std::io::Result<()> {
+        if let Some(line) = self.pending.take() {
+            writeln!(self.out, "{line}")?;
+            self.out.flush()?;
+            self.written_at = Some(std::time::Instant::now());
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for LineLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LineLog")
+    }
+}
+
+impl indicatif::TermLike for LineLog {
+    fn width(&self) -> u16 {
+        160
+    }
+    fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.write_str(s)
+    }
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        self.with(|st| st.drawing.push_str(s.trim_matches('\r')));
+        Ok(())
+    }
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.with(|st| st.drawing.clear());
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.with(|st| {
+            let line = std::mem::take(&mut st.drawing);
+            if line.trim().is_empty() {
+                return Ok(());
+            }
+            st.pending = Some(line);
+            match st.written_at {
+                Some(at) if at.elapsed() < st.every => Ok(()),
+                _ => st.write_pending(),
+            }
+        })
+    }
+}
+
+impl Drop for LineLog {
+    fn drop(&mut self) {
+        // The bar's final state; a log that cannot be written has nowhere to report it.
+        let _ = self.with(|st| st.write_pending());
+    }
 }
 
 /// How a trainer runs, without changing what it computes: a progress bar, an early stop
@@ -253,5 +375,84 @@ mod tests {
         std::fs::write(&path, r#"{"config": 1"#).unwrap();
         let (at, msg) = checkpoint(read(1).unwrap_err());
         assert!(at == path && msg.contains("EOF"), "{msg}");
+    }
+
+    /// A `Write` whose bytes the test can read while the bar holds it.
+    #[derive(Clone, Default)]
+    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn logged_bar(every: std::time::Duration, out: &Shared) -> indicatif::ProgressBar {
+        style_bar(
+            indicatif::ProgressBar::with_draw_target(
+                Some(5),
+                indicatif::ProgressDrawTarget::term_like(Box::new(LineLog::new(
+                    Box::new(out.clone()),
+                    every,
+                ))),
+            ),
+            "eval x",
+        )
+    }
+
+    fn lines(out: &Shared) -> Vec<String> {
+        String::from_utf8(out.0.lock().unwrap().clone())
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// In a log, a bar writes whole lines: the first redraw at once, then none until the
+    /// interval has passed, and its final state when it ends — nothing of a terminal's cursor
+    /// control.
+    #[test]
+    fn a_bar_in_a_log_writes_its_first_and_last_state_between_intervals() {
+        let out = Shared::default();
+        let bar = logged_bar(std::time::Duration::from_secs(3600), &out);
+        for _ in 0..5 {
+            bar.inc(1);
+        }
+        assert_eq!(lines(&out).len(), 1, "{:?}", lines(&out));
+        bar.finish();
+        drop(bar);
+        let got = lines(&out);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            got[0].starts_with("eval x ") && got[0].contains(" 1/5 "),
+            "{got:?}"
+        );
+        assert!(got[1].contains(" 5/5 "), "{got:?}");
+        assert!(
+            got.iter()
+                .all(|l| !l.contains('\u{1b}') && !l.contains('\r')),
+            "{got:?}"
+        );
+
+        // With no interval every redraw is a line, in order.
+        let out = Shared::default();
+        let bar = logged_bar(std::time::Duration::ZERO, &out);
+        for _ in 0..5 {
+            bar.inc(1);
+        }
+        drop(bar);
+        let got = lines(&out);
+        let positions: Vec<usize> = (1..=5)
+            .map(|k| {
+                got.iter()
+                    .position(|l| l.contains(&format!(" {k}/5 ")))
+                    .unwrap()
+            })
+            .collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{got:?}");
     }
 }
