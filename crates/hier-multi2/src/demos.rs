@@ -176,17 +176,7 @@ pub fn build_dataset(
         None => crate::envs::EnvKind::parse(env.name())?.spec().segmenter,
     };
     let tasks = &tasks[..opts.limit.unwrap_or(tasks.len()).min(tasks.len())];
-    let bar = if opts.progress {
-        indicatif::ProgressBar::new(tasks.len() as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "data build {bar:30} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}",
-        )
-        .expect("template"),
-    );
+    let bar = hier_train::runlog::progress_bar(opts.progress, tasks.len(), "data build");
     let mut all = Built::default();
     let (mut successes, mut dropped) = (0, Vec::new());
     for (k, task) in tasks.iter().enumerate() {

@@ -257,8 +257,9 @@ impl indicatif::TermLike for LineLog {
     }
     fn flush(&self) -> std::io::Result<()> {
         self.with(|st| {
-            let line = std::mem::take(&mut st.drawing);
-            if line.trim().is_empty() {
+            // The bar is drawn padded to the width: a log keeps the text only.
+            let line = std::mem::take(&mut st.drawing).trim_end().to_owned();
+            if line.is_empty() {
                 return Ok(());
             }
             st.pending = Some(line);
@@ -434,7 +435,7 @@ mod tests {
         assert!(got[1].contains(" 5/5 "), "{got:?}");
         assert!(
             got.iter()
-                .all(|l| !l.contains('\u{1b}') && !l.contains('\r')),
+                .all(|l| !l.contains('\u{1b}') && !l.contains('\r') && !l.ends_with(' ')),
             "{got:?}"
         );
 

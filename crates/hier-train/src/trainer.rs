@@ -196,6 +196,8 @@ where
         keep_metrics_up_to(&metrics, start).map_err(|e| Error::io(&metrics, e))?;
         let bar = progress_bar(opts.progress, spec.total, &spec.what);
         bar.set_position(start as u64);
+        // The steps done before a resume took no time here: keep them out of the rate.
+        bar.reset_eta();
         Ok(Self {
             config: config.clone(),
             ckpt,

@@ -229,6 +229,8 @@ pub(crate) fn evaluate(
                 done.results.extend(batch.results);
                 done.traces.extend(batch.traces);
                 bar.inc(tasks.len() as u64);
+                // Replayed batches took no time here: keep them out of the rate.
+                bar.reset_eta();
                 continue;
             }
             let started = std::time::Instant::now();
