@@ -93,6 +93,88 @@ pub fn draw_whiskers<X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
     Ok(())
 }
 
+/// A box in pixels: left, top, right, bottom.
+pub type PixelBox = (i32, i32, i32, i32);
+
+fn overlaps(a: PixelBox, b: PixelBox) -> bool {
+    a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+}
+
+/// Where each label goes beside its mark: the top-left corner, in pixels, of a `sizes[i]` box
+/// next to the disc of radius `radius` at `marks[i]` — at the mark's height, right of it, else
+/// left of it, else one text row higher, lower, two rows higher, … — the first position inside
+/// `frame` that covers no label placed before it, no mark and no `obstacles` (whiskers). Where
+/// none is free, right of the mark at its height, moved inside the frame. Labels are placed in
+/// the order given: earlier ones keep the best places.
+pub fn place_labels(
+    frame: PixelBox,
+    marks: &[(i32, i32)],
+    sizes: &[(u32, u32)],
+    radius: i32,
+    obstacles: &[PixelBox],
+) -> Vec<(i32, i32)> {
+    const GAP: i32 = 4;
+    let discs: Vec<PixelBox> = (marks.iter())
+        .map(|&(x, y)| (x - radius, y - radius, x + radius, y + radius))
+        .collect();
+    let inside = |b: PixelBox| b.0 >= frame.0 && b.1 >= frame.1 && b.2 <= frame.2 && b.3 <= frame.3;
+    let mut placed: Vec<PixelBox> = Vec::new();
+    let mut corners = Vec::new();
+    for (&(x, y), &(w, h)) in marks.iter().zip(sizes) {
+        let (w, h) = (w as i32, h as i32);
+        let row = h + 2;
+        let rows = (frame.3 - frame.1) / row.max(1) + 1;
+        let right = x + radius + GAP;
+        let left = x - radius - GAP - w;
+        let top = y - h / 2;
+        let free = |b: PixelBox| {
+            inside(b) && !(placed.iter().chain(&discs).chain(obstacles)).any(|&o| overlaps(b, o))
+        };
+        let chosen = (0..2 * rows)
+            .map(|k| if k % 2 == 0 { -(k / 2) } else { k / 2 + 1 } * row)
+            .flat_map(|dy| [(right, top - dy), (left, top - dy)])
+            .find(|&(bx, by)| free((bx, by, bx + w, by + h)))
+            .unwrap_or((right.min(frame.2 - w).max(frame.0), top));
+        placed.push((chosen.0, chosen.1, chosen.0 + w, chosen.1 + h));
+        corners.push(chosen);
+    }
+    corners
+}
+
+/// Writes each label beside its mark (a disc of `radius` pixels at a data point), where
+/// [`place_labels`] finds room: not on another label, mark or one of `whiskers` (`(x, lo, hi)`
+/// in data coordinates, as [`draw_whiskers`] draws them), inside the plotting area.
+pub fn draw_labels_beside<X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'_, BitMapBackend<'_>, Cartesian2d<X, Y>>,
+    labels: &[((f64, f64), String, TextStyle<'_>)],
+    radius: i32,
+    whiskers: &[(f64, f64, f64)],
+) -> Drawn {
+    let (xs, ys) = chart.plotting_area().get_pixel_range();
+    let frame = (xs.start, ys.start, xs.end, ys.end);
+    let marks: Vec<(i32, i32)> = labels
+        .iter()
+        .map(|(at, _, _)| chart.backend_coord(at))
+        .collect();
+    let sizes = (labels.iter())
+        .map(|(_, text, style)| chart.plotting_area().estimate_text_size(text, style))
+        .collect::<Result<Vec<_>, _>>()?;
+    let obstacles: Vec<PixelBox> = (whiskers.iter())
+        .map(|&(x, lo, hi)| {
+            let (px, top) = chart.backend_coord(&(x, hi));
+            let (_, bottom) = chart.backend_coord(&(x, lo));
+            (px - CAP_PX, top - 1, px + CAP_PX, bottom + 1)
+        })
+        .collect();
+    let corners = place_labels(frame, &marks, &sizes, radius, &obstacles);
+    chart.draw_series(labels.iter().zip(&marks).zip(corners).map(
+        |(((at, text, style), &(mx, my)), (cx, cy))| {
+            EmptyElement::at(*at) + Text::new(text.clone(), (cx - mx, cy - my), style.clone())
+        },
+    ))?;
+    Ok(())
+}
+
 /// The highest bar or whisker end of `series` (whiskers capped at `bound`, as
 /// [`grouped_bars_bounded`] draws them); 0 when no value is finite.
 pub fn series_top(series: &[Series], bound: f64) -> f64 {
@@ -316,6 +398,37 @@ mod tests {
         let missing: Vec<Series> = vec![("a".into(), vec![(f64::NAN, None)])];
         assert_eq!(series_top(&missing, 100.0), 0.0);
         assert_eq!(headroom(&missing, 100.0), 5.0);
+    }
+
+    /// By hand, a 200 × 100 frame, marks of radius 5, labels 40 × 10 (rows 12 px apart):
+    /// right of the mark at its height where free, else left of it, else a row up, a row down,
+    /// …; never on another mark, label or whisker, never outside the frame.
+    #[test]
+    fn labels_go_beside_their_marks_clear_of_each_other_and_the_frame() {
+        let frame = (0, 0, 200, 100);
+        let size = (40, 10);
+        // Alone: x = 50 + 5 + 4, y = 50 − 5.
+        assert_eq!(
+            place_labels(frame, &[(50, 50)], &[size], 5, &[]),
+            [(59, 45)]
+        );
+        // A second mark 20 px right: the first label's right place (59..99) would cover it, so
+        // that label goes left (50 − 5 − 4 − 40 = 1); the second's right place is free.
+        let got = place_labels(frame, &[(50, 50), (70, 50)], &[size; 2], 5, &[]);
+        assert_eq!(got, [(1, 45), (79, 45)]);
+        // Below the first and near the left edge: right (29..69 × 53..63) would cover the first
+        // label, left is outside, a row up (41..51) covers it too: a row down, (29, 65).
+        let got = place_labels(frame, &[(50, 50), (20, 58)], &[size; 2], 5, &[]);
+        assert_eq!(got, [(59, 45), (29, 65)]);
+        // At the right edge: on the left.
+        let edge = place_labels(frame, &[(190, 50)], &[size], 5, &[]);
+        assert_eq!(edge[0], (190 - 5 - 4 - 40, 45));
+        // A whisker where the label would go: on the left.
+        let whisker = place_labels(frame, &[(50, 50)], &[size], 5, &[(70, 0, 80, 100)]);
+        assert_eq!(whisker[0], (50 - 5 - 4 - 40, 45));
+        // No room anywhere: right of the mark, pulled inside the frame.
+        let full = place_labels((0, 0, 30, 10), &[(20, 5)], &[size], 5, &[]);
+        assert_eq!(full[0], (0, 0));
     }
 
     #[test]

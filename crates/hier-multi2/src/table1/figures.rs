@@ -15,7 +15,8 @@ use hier_envs::Split;
 use plotters::prelude::*;
 
 use hier_train::charts::{
-    Drawn, PALETTE, Series, draw_whiskers, ensure_font, grouped_bars_bounded, headroom,
+    Drawn, PALETTE, Series, draw_labels_beside, draw_whiskers, ensure_font, grouped_bars_bounded,
+    headroom,
 };
 use hier_train::metrics::{Terciles, estimate, success_over_seeds};
 
@@ -358,18 +359,22 @@ fn token_efficiency(
         .iter()
         .filter(|c| c.env == env && c.split == split)
         .collect();
-    let root = BitMapBackend::new(path, (1200, 520)).into_drawing_area();
+    let root = BitMapBackend::new(path, (1200, 540)).into_drawing_area();
     root.fill(&WHITE)?;
-    let (left, right) = root.split_horizontally(600);
+    let (panels_area, note_area) = root.split_vertically(516);
+    let (left, right) = panels_area.split_horizontally(600);
     // Tokens span orders of magnitude (Reflexion pays for six trials): a log axis, in
-    // thousands.
+    // thousands. It starts at a power of ten — plotters labels a log axis from the first one in
+    // its range, so a range starting above it would leave its lowest bubbles without numbers —
+    // which also leaves room for labels left of them; it ends a little above the last bubble.
     let kilo: Vec<f64> = here
         .iter()
         .map(|c| c.summary.mean_tokens / 1000.0)
         .collect();
+    let lowest = kilo.iter().copied().fold(f64::INFINITY, f64::min).max(1e-3);
     let (x_lo, x_hi) = (
-        kilo.iter().copied().fold(f64::INFINITY, f64::min).max(1e-3) / 1.6,
-        kilo.iter().copied().fold(0.0, f64::max).max(1e-3) * 3.0,
+        10f64.powf((lowest / 1.5).log10().floor()),
+        kilo.iter().copied().fold(0.0, f64::max).max(1e-3) * 1.5,
     );
     // Each panel's points first (mean, 95 % t half-width over seeds: the cell's own for
     // success, the per-seed mean scores' for the score), so its axis fits them and their bars.
@@ -417,17 +422,12 @@ fn token_efficiency(
             .configure_mesh()
             .x_desc("thousand tokens per episode (log scale)")
             .x_labels(12)
-            .x_label_formatter(&|x| {
-                if *x >= 10.0 {
-                    format!("{x:.0}")
-                } else {
-                    format!("{x:.1}")
-                }
-            })
+            .x_label_formatter(&log_tick_label)
             .y_desc(what)
             .label_style(("sans-serif", 13))
             .draw()?;
-        let mut placed: Vec<(f64, f64)> = Vec::new();
+        let mut labels = Vec::new();
+        let mut whiskers = Vec::new();
         for (i, m) in profile.methods.iter().enumerate() {
             let Some(j) = here.iter().position(|c| &c.method == m) else {
                 continue;
@@ -440,53 +440,50 @@ fn token_efficiency(
                 // Clamped to what the quantity can be (a success rate lies in 0–100 %, a score
                 // in the environment's range) and to the frame.
                 let (floor, ceiling) = bounds;
-                draw_whiskers(
-                    &mut chart,
-                    [(x, (y - h).max(floor).max(lo), (y + h).min(ceiling).min(hi))],
-                    color.stroke_width(2),
-                )?;
+                let whisker = (x, (y - h).max(floor).max(lo), (y + h).min(ceiling).min(hi));
+                draw_whiskers(&mut chart, [whisker], color.stroke_width(2))?;
+                whiskers.push(whisker);
             }
-            // Success per token relative to ReAct; undefined where either has no success.
-            let label = match efficiency.get(&format!("{m}/{env}/{split:?}")) {
-                Some(v) => format!("{}: {v:.2} × ReAct", m.label()),
-                None => format!("{} (ratio to ReAct n/a)", m.label()),
-            };
             chart.draw_series(std::iter::once(Circle::new(
                 (x, y),
-                9,
+                BUBBLE_PX,
                 color.mix(0.6).filled(),
             )))?;
-            // The label beside its bubble: at its height when free, else the nearest free
-            // row above or below it (alternating) inside the frame.
-            let step = (hi - lo) * 0.045;
-            let free = |ly: f64| {
-                !placed.iter().any(|(px, py): &(f64, f64)| {
-                    (px / x).ln().abs() < 0.4 && (py - ly).abs() < step
-                })
+            // Success per token relative to ReAct; undefined (the note below says so) where
+            // either solved nothing.
+            let label = match efficiency.get(&format!("{m}/{env}/{split:?}")) {
+                Some(v) => format!("{}: {v:.2} × ReAct", m.label()),
+                None => format!("{}: n/a", m.label()),
             };
-            let ly = (0..40)
-                .map(|k| {
-                    y + step * 0.3
-                        + step
-                            * if k % 2 == 0 {
-                                -(k as f64) / 2.0
-                            } else {
-                                (k as f64 + 1.0) / 2.0
-                            }
-                })
-                .find(|ly| free(*ly) && *ly > lo + step && *ly < hi - step)
-                .unwrap_or(y);
-            placed.push((x, ly));
-            chart.draw_series(std::iter::once(Text::new(
-                label,
-                (x * 1.12, ly),
-                ("sans-serif", 13).into_font().color(&color),
-            )))?;
+            labels.push(((x, y), label, ("sans-serif", 13).into_font().color(&color)));
         }
+        draw_labels_beside(&mut chart, &labels, BUBBLE_PX, &whiskers)?;
     }
+    note_area.draw(&Text::new(
+        "Labels: success per token relative to ReAct's (n/a where ReAct or the method solved \
+         nothing). Whiskers: 95 % t-intervals over evaluation seeds.",
+        (14, 2),
+        ("sans-serif", 13).into_font().color(&BLACK.mix(0.7)),
+    ))?;
     root.present()?;
     Ok(())
 }
+
+/// A log axis's tick label: 1, 2, 3 and 5 times a power of ten (`0.5`, `2`, `30`), nothing at
+/// the ticks between (their labels would run into each other at the top of each decade).
+fn log_tick_label(x: &f64) -> String {
+    let decade = 10f64.powf(x.log10().floor());
+    let lead = x / decade;
+    if ![1.0, 2.0, 3.0, 5.0].iter().any(|m| (lead - m).abs() < 1e-6) {
+        return String::new();
+    }
+    // As many decimals as the decade needs: 0.3, not 0.30000000000000004.
+    let decimals = (-decade.log10()).round().max(0.0) as usize;
+    format!("{x:.decimals$}")
+}
+
+/// The radius of a method's bubble in [`token_efficiency`], in pixels.
+const BUBBLE_PX: i32 = 9;
 
 /// The highest whisker top and lowest whisker bottom of `(mean, 95 % half-width)` points, with 0
 /// inside the range.
@@ -766,6 +763,34 @@ mod tests {
 
     /// By hand: 8 of 10 → centre (0.8 + 0.192) / 1.384 = 0.7168, half-width
     /// 1.96·√(0.016 + 0.0096)/1.384 = 0.2266: [0.4902, 0.9433]; none of 0 is [0, 1].
+    #[test]
+    fn log_ticks_are_labelled_at_1_2_3_5_per_decade() {
+        let labels: Vec<String> = [
+            0.5,
+            0.7,
+            1.0,
+            2.0,
+            3.0,
+            4.0,
+            5.0,
+            6.0,
+            10.0,
+            20.0,
+            30.0,
+            70.0,
+            0.1 * 3.0,
+        ]
+        .iter()
+        .map(log_tick_label)
+        .collect();
+        assert_eq!(
+            labels,
+            [
+                "0.5", "", "1", "2", "3", "", "5", "", "10", "20", "30", "", "0.3"
+            ]
+        );
+    }
+
     #[test]
     fn wilson_intervals_by_hand() {
         let (lo, hi) = wilson(0.8, 10);
