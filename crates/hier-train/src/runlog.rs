@@ -145,20 +145,32 @@ pub fn recover_swapped_dir(ckpt: &Path) -> std::io::Result<Recovery> {
 /// ends — indicatif alone would show nothing there, leaving hours-long runs silent.
 pub fn progress_bar(show: bool, len: usize, what: &str) -> indicatif::ProgressBar {
     use std::io::IsTerminal;
-    let bar = if !show {
-        indicatif::ProgressBar::hidden()
+    if !show {
+        style_bar(indicatif::ProgressBar::hidden(), what)
     } else if std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::new(len as u64)
+        style_bar(indicatif::ProgressBar::new(len as u64), what)
     } else {
+        logged_bar(len, what, Box::new(std::io::stderr()), LOG_EVERY)
+    }
+}
+
+/// A bar of `len` steps written to `out` as lines ([`LineLog`]), its first line at once: the
+/// log says the work began, and how much there is, before any step ends.
+fn logged_bar(
+    len: usize,
+    what: &str,
+    out: Box<dyn std::io::Write + Send>,
+    every: std::time::Duration,
+) -> indicatif::ProgressBar {
+    let bar = style_bar(
         indicatif::ProgressBar::with_draw_target(
             Some(len as u64),
-            indicatif::ProgressDrawTarget::term_like(Box::new(LineLog::new(
-                Box::new(std::io::stderr()),
-                LOG_EVERY,
-            ))),
-        )
-    };
-    style_bar(bar, what)
+            indicatif::ProgressDrawTarget::term_like(Box::new(LineLog::new(out, every))),
+        ),
+        what,
+    );
+    bar.tick();
+    bar
 }
 
 /// How often a progress bar written to a log (not a terminal) writes a line.
@@ -351,6 +363,7 @@ pub fn pin_config(path: &Path, resolved: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[derive(Debug, serde::Deserialize)]
     struct State {
@@ -392,19 +405,6 @@ mod tests {
         }
     }
 
-    fn logged_bar(every: std::time::Duration, out: &Shared) -> indicatif::ProgressBar {
-        style_bar(
-            indicatif::ProgressBar::with_draw_target(
-                Some(5),
-                indicatif::ProgressDrawTarget::term_like(Box::new(LineLog::new(
-                    Box::new(out.clone()),
-                    every,
-                ))),
-            ),
-            "eval x",
-        )
-    }
-
     fn lines(out: &Shared) -> Vec<String> {
         String::from_utf8(out.0.lock().unwrap().clone())
             .unwrap()
@@ -419,17 +419,23 @@ mod tests {
     #[test]
     fn a_bar_in_a_log_writes_its_first_and_last_state_between_intervals() {
         let out = Shared::default();
-        let bar = logged_bar(std::time::Duration::from_secs(3600), &out);
+        let bar = logged_bar(
+            5,
+            "eval x",
+            Box::new(out.clone()),
+            Duration::from_secs(3600),
+        );
         for _ in 0..5 {
             bar.inc(1);
         }
+        // Only the first line (0 of 5, at the start) within the interval.
         assert_eq!(lines(&out).len(), 1, "{:?}", lines(&out));
         bar.finish();
         drop(bar);
         let got = lines(&out);
         assert_eq!(got.len(), 2, "{got:?}");
         assert!(
-            got[0].starts_with("eval x ") && got[0].contains(" 1/5 "),
+            got[0].starts_with("eval x ") && got[0].contains(" 0/5 "),
             "{got:?}"
         );
         assert!(got[1].contains(" 5/5 "), "{got:?}");
@@ -441,13 +447,13 @@ mod tests {
 
         // With no interval every redraw is a line, in order.
         let out = Shared::default();
-        let bar = logged_bar(std::time::Duration::ZERO, &out);
+        let bar = logged_bar(5, "eval x", Box::new(out.clone()), Duration::ZERO);
         for _ in 0..5 {
             bar.inc(1);
         }
         drop(bar);
         let got = lines(&out);
-        let positions: Vec<usize> = (1..=5)
+        let positions: Vec<usize> = (0..=5)
             .map(|k| {
                 got.iter()
                     .position(|l| l.contains(&format!(" {k}/5 ")))
