@@ -361,6 +361,23 @@ mod tests {
         );
     }
 
+    /// The page of one TextCraft sample, ID, seed 0: the episode `t` played by `method`.
+    fn render_one(method: Method, t: Trace, success: bool) -> String {
+        render(
+            "p",
+            &MethodTraces {
+                method,
+                env: EnvKind::Textcraft,
+                stage: format!("eval-{}-textcraft-0", method.name()),
+                samples: vec![Sample {
+                    split: Split::Id,
+                    result: result(&Task::new("craft", 0), 0, success),
+                    trials: vec![t],
+                }],
+            },
+        )
+    }
+
     /// The Markdown walks the episode in order: subgoal before its step, action with the flag,
     /// then the observation; long observations are cut and say by how much.
     #[test]
@@ -371,19 +388,7 @@ mod tests {
             true,
         );
         t.episode.observations[2] = "o".repeat(OBSERVATION_CHARS + 7);
-        let md = render(
-            "p",
-            &MethodTraces {
-                method: Method::Multi2,
-                env: EnvKind::Textcraft,
-                stage: "eval-multi2-textcraft-0".into(),
-                samples: vec![Sample {
-                    split: Split::Id,
-                    result: result(&Task::new("craft", 0), 0, true),
-                    trials: vec![t],
-                }],
-            },
-        );
+        let md = render_one(Method::Multi2, t, true);
         let at = |s: &str| md.find(s).unwrap_or_else(|| panic!("{s} not in {md}"));
         assert!(at("`get planks`") < at("**Step 1** · action `get 1 planks`"));
         assert!(at("after get 1 planks") < at("**Step 2** · action `craft 4 stick`"));
@@ -397,21 +402,7 @@ mod tests {
     /// order, before its end.
     #[test]
     fn renders_what_was_said_after_the_last_action() {
-        let render_one = |t: Trace| {
-            render(
-                "p",
-                &MethodTraces {
-                    method: Method::Adapt,
-                    env: EnvKind::Textcraft,
-                    stage: "eval-adapt-textcraft-0".into(),
-                    samples: vec![Sample {
-                        split: Split::Id,
-                        result: result(&Task::new("craft", 0), 0, false),
-                        trials: vec![t],
-                    }],
-                },
-            )
-        };
+        let render_one = |t: Trace| render_one(Method::Adapt, t, false);
         let mut t = trace("textcraft/craft#0", &[], false);
         t.notes = vec![(0, "think: get planks".into()), (0, "plan: Step 1".into())];
         let md = render_one(t);
