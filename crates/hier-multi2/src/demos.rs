@@ -176,7 +176,7 @@ pub fn build_dataset(
         None => crate::envs::EnvKind::parse(env.name())?.spec().segmenter,
     };
     let tasks = &tasks[..opts.limit.unwrap_or(tasks.len()).min(tasks.len())];
-    let bar = hier_train::runlog::progress_bar(opts.progress, tasks.len(), "data build");
+    let bar = hier_train::runlog::progress_bar(opts.progress, 0, tasks.len(), "data build");
     let mut all = Built::default();
     let (mut successes, mut dropped) = (0, Vec::new());
     for (k, task) in tasks.iter().enumerate() {

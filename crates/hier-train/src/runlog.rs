@@ -139,24 +139,30 @@ pub fn recover_swapped_dir(ckpt: &Path) -> std::io::Result<Recovery> {
     Ok(recovery)
 }
 
-/// A bar of `len` steps labelled `what` (hidden unless `show`). On a terminal it redraws in
+/// A bar of `len` steps labelled `what` (hidden unless `show`), `done` of them done already (a
+/// resumed run's: they count in its position, not in its rate). On a terminal it redraws in
 /// place; where standard error is not one (a run under `nohup`, its output in a log file) it
 /// writes the bar as a plain line at most once every [`LOG_EVERY`], and its last state when it
 /// ends — indicatif alone would show nothing there, leaving hours-long runs silent.
-pub fn progress_bar(show: bool, len: usize, what: &str) -> indicatif::ProgressBar {
+pub fn progress_bar(show: bool, done: usize, len: usize, what: &str) -> indicatif::ProgressBar {
     use std::io::IsTerminal;
     if !show {
         style_bar(indicatif::ProgressBar::hidden(), what)
     } else if std::io::stderr().is_terminal() {
-        style_bar(indicatif::ProgressBar::new(len as u64), what)
+        begin(style_bar(
+            indicatif::ProgressBar::new(len as u64).with_position(done as u64),
+            what,
+        ))
     } else {
-        logged_bar(len, what, Box::new(std::io::stderr()), LOG_EVERY)
+        logged_bar(done, len, what, Box::new(std::io::stderr()), LOG_EVERY)
     }
 }
 
-/// A bar of `len` steps written to `out` as lines ([`LineLog`]), its first line at once: the
-/// log says the work began, and how much there is, before any step ends.
+/// A bar of `len` steps, `done` of them done, written to `out` as lines ([`LineLog`]), its
+/// first line at once: the log says the work began, how much there is and how much a resumed
+/// run found done, before any step ends.
 fn logged_bar(
+    done: usize,
     len: usize,
     what: &str,
     out: Box<dyn std::io::Write + Send>,
@@ -166,10 +172,18 @@ fn logged_bar(
         indicatif::ProgressBar::with_draw_target(
             Some(len as u64),
             indicatif::ProgressDrawTarget::term_like(Box::new(LineLog::new(out, every))),
-        ),
+        )
+        .with_position(done as u64),
         what,
     );
+    begin(bar)
+}
+
+/// Draws a new bar's first state; the steps it starts with then leave the rate: the draw
+/// records them as made at once, and they took no time here.
+fn begin(bar: indicatif::ProgressBar) -> indicatif::ProgressBar {
     bar.tick();
+    bar.reset_eta();
     bar
 }
 
@@ -420,6 +434,7 @@ mod tests {
     fn a_bar_in_a_log_writes_its_first_and_last_state_between_intervals() {
         let out = Shared::default();
         let bar = logged_bar(
+            0,
             5,
             "eval x",
             Box::new(out.clone()),
@@ -447,7 +462,7 @@ mod tests {
 
         // With no interval every redraw is a line, in order.
         let out = Shared::default();
-        let bar = logged_bar(5, "eval x", Box::new(out.clone()), Duration::ZERO);
+        let bar = logged_bar(0, 5, "eval x", Box::new(out.clone()), Duration::ZERO);
         for _ in 0..5 {
             bar.inc(1);
         }
@@ -461,5 +476,25 @@ mod tests {
             })
             .collect();
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "{got:?}");
+    }
+
+    /// A resumed run's first line says how far it is, not 0: a log read in the hour before its
+    /// next step ends shows the work found done.
+    #[test]
+    fn a_resumed_bar_in_a_log_starts_at_the_work_found_done() {
+        let out = Shared::default();
+        let bar = logged_bar(
+            144,
+            200,
+            "eval x",
+            Box::new(out.clone()),
+            Duration::from_secs(3600),
+        );
+        let got = lines(&out);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].contains(" 144/200 "), "{got:?}");
+        bar.inc(8);
+        drop(bar);
+        assert!(lines(&out)[1].contains(" 152/200 "), "{:?}", lines(&out));
     }
 }

@@ -194,10 +194,8 @@ where
         crate::stages::write_earlier_seconds(out, earlier_seconds)?;
         let metrics = out.join("metrics.jsonl");
         keep_metrics_up_to(&metrics, start).map_err(|e| Error::io(&metrics, e))?;
-        let bar = progress_bar(opts.progress, spec.total, &spec.what);
-        bar.set_position(start as u64);
-        // The steps done before a resume took no time here: keep them out of the rate.
-        bar.reset_eta();
+        // The steps done before a resume count in the position, not in the rate.
+        let bar = progress_bar(opts.progress, start, spec.total, &spec.what);
         Ok(Self {
             config: config.clone(),
             ckpt,

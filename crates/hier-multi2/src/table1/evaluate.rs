@@ -124,11 +124,6 @@ pub(crate) fn evaluate(
         Agent::Flat { policy } => policy.clone(),
         other => format!("{other:?}").to_lowercase(),
     };
-    let bar = hier_train::runlog::progress_bar(
-        progress,
-        all.len() * seeds.len(),
-        &format!("eval {what}"),
-    );
     let (mut journal, kept) = Journal::open::<Batch>(journal)?;
     let batches = seeds.len() * all.len().div_ceil(envs.len().max(1));
     if kept.len() > batches {
@@ -142,6 +137,13 @@ pub(crate) fn evaluate(
         )
         .into());
     }
+    // The journal's episodes are replayed, not played: the bar starts past them.
+    let bar = hier_train::runlog::progress_bar(
+        progress,
+        kept.iter().map(|b| b.results.len()).sum(),
+        all.len() * seeds.len(),
+        &format!("eval {what}"),
+    );
     let mut kept = kept.into_iter();
     // Demonstrations of every kind of task the environment tells apart (ALFWorld's types),
     // read by one of the evaluation's own environments (none: nothing to play).
@@ -228,9 +230,6 @@ pub(crate) fn evaluate(
                 done.earlier_seconds += batch.seconds;
                 done.results.extend(batch.results);
                 done.traces.extend(batch.traces);
-                bar.inc(tasks.len() as u64);
-                // Replayed batches took no time here: keep them out of the rate.
-                bar.reset_eta();
                 continue;
             }
             let started = std::time::Instant::now();
