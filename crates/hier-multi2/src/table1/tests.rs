@@ -550,5 +550,13 @@ fn result_profiles_load_and_an_extending_one_changes_only_its_keys() {
     // Reflexion's second seed came later still and keys only Reflexion's evaluations.
     assert_ne!(alfworld.prompted, smollm.prompted);
     alfworld.prompted.reflexion_seeds = smollm.prompted.reflexion_seeds.clone();
+    // The ablations' evaluation grew to 75 tasks per split later too; they run on
+    // ScienceWorld, and their count keys only their own evaluations.
+    let (ran, now) = (
+        alfworld.ablations.as_mut().unwrap(),
+        smollm.ablations.as_ref().unwrap(),
+    );
+    assert_eq!((ran.tasks_per_split, now.tasks_per_split), (5, 75));
+    ran.tasks_per_split = now.tasks_per_split;
     assert_eq!(alfworld, smollm.for_env(EnvKind::Alfworld));
 }
