@@ -144,6 +144,13 @@ fn smoke_profile_runs_every_stage_and_resumes_after_an_interruption() {
         md.contains("## Ablations") && md.contains("| paradigm-swap |"),
         "{md}"
     );
+    // …and each variant paired with Multi² on the same training seeds, tasks and evaluation
+    // seeds: every variant played them all.
+    for v in ab.variants.iter().filter(|v| v.name() != "multi2") {
+        let row = format!("| Id | {v} | {:?} | ", ab.seeds);
+        assert!(md.contains(&row), "no row {row}: {md}");
+        assert!(!md.contains(&format!("{row}– |")), "{v} did not pair: {md}");
+    }
     // The learning curve has one point per online iteration, iteration 0 first.
     let curve = &json["learning_curves"]["textcraft"];
     assert_eq!(curve.as_array().unwrap().len(), profile.online.iterations);

@@ -761,6 +761,7 @@ mod tests {
                 env: EnvKind::Scienceworld,
                 split: Split::Id,
                 summary,
+                results: Vec::new(),
             }
         };
         let mut cells = Vec::new();

@@ -42,7 +42,7 @@ use crate::roles::{
     executor_examples, executor_rl_examples, flat_examples, planner_examples, planner_rl_examples,
 };
 use crate::sys2::Heads;
-use hier_train::eval::{EpisodeResult, expert_lengths, spread, summarise};
+use hier_train::eval::{EpisodeResult, expert_lengths, spread};
 use hier_train::sft::sft_config;
 
 use crate::envs::EnvKind;
@@ -277,13 +277,13 @@ fn run_stages(profile: &Profile, cfg: &RunConfig, st: &mut Stages<'_>) -> Result
                         .flat_map(|(_, r)| r)
                         .collect();
                 for (split, ts, _) in &tasks {
-                    ablation_cells.push(AblationCell {
+                    ablation_cells.push(AblationCell::new(
                         variant,
                         seed,
-                        env: *env_name,
-                        split: *split,
-                        summary: summarise(&of_tasks(&results, ts)),
-                    });
+                        *env_name,
+                        *split,
+                        of_tasks(&results, ts),
+                    ));
                 }
             }
         }

@@ -11,9 +11,10 @@ use serde::Serialize;
 use crate::envs::EnvKind;
 use crate::error::Result;
 use crate::online_rl::CurvePoint;
-use crate::table1::profile::{Method, Profile};
+use crate::table1::profile::{Ablation, Method, Profile};
 use crate::table1::results::{AblationCell, AblationRow, Cell, ablation_rows};
 use crate::table1::traces::MethodTraces;
+use hier_train::eval::EpisodeResult;
 use hier_train::metrics::token_efficiency;
 use hier_train::metrics::{estimate, paired_by_key, show_paired};
 use hier_train::stages::write_json;
@@ -90,6 +91,55 @@ fn paired_section(profile: &Profile, cells: &[Cell]) -> String {
                 "| {} | {} | {} | {} | {} |\n",
                 env.column_label(split),
                 m.label(),
+                ds.map_or("–".into(), |d| d.n.to_string()),
+                show_paired(&ds, 1),
+                show_paired(&dv, 3),
+            ));
+        }
+    }
+    if any { md } else { String::new() }
+}
+
+/// Each ablation variant against Multi², per split, on the episodes both played — the same
+/// (training seed, task, evaluation seed) — pooled over the training seeds both ran: the paired
+/// differences of success (points) and final score (variant − Multi²) with 95 % bootstrap
+/// intervals. Like Table 1's pairs it holds the trained adapters fixed; the claims' (e)
+/// verdicts read the spread over training seeds instead.
+fn ablation_paired_section(variants: &[Ablation], cells: &[AblationCell]) -> String {
+    let mut md = String::from(
+        "\n### Each variant against Multi², paired on the same training seed, task and evaluation seed (variant − Multi²; 95 % bootstrap interval)\n\n| Split | Variant | Training seeds | Pairs | Δ success (points) | Δ final score |\n|---|---|---|---|---|---|\n",
+    );
+    let mut any = false;
+    for split in [Split::Id, Split::Ood] {
+        let of = |v: Ablation| -> Vec<&AblationCell> {
+            cells
+                .iter()
+                .filter(|c| c.variant == v && c.split == split)
+                .collect()
+        };
+        let m2 = of(Ablation::Multi2);
+        for &v in variants.iter().filter(|v| **v != Ablation::Multi2) {
+            let seeds: Vec<u64> = of(v)
+                .iter()
+                .map(|c| c.seed)
+                .filter(|s| m2.iter().any(|c| c.seed == *s))
+                .collect();
+            if seeds.is_empty() {
+                continue;
+            }
+            let pooled = |cs: &[&AblationCell], f: &dyn Fn(&EpisodeResult) -> f64| {
+                cs.iter()
+                    .filter(|c| seeds.contains(&c.seed))
+                    .flat_map(|c| c.keyed(f))
+                    .collect::<BTreeMap<_, _>>()
+            };
+            let success = |r: &EpisodeResult| if r.success { 100.0 } else { 0.0 };
+            let score = |r: &EpisodeResult| r.score;
+            let ds = paired_by_key(&pooled(&m2, &success), &pooled(&of(v), &success));
+            let dv = paired_by_key(&pooled(&m2, &score), &pooled(&of(v), &score));
+            any = true;
+            md.push_str(&format!(
+                "| {split:?} | {v} | {seeds:?} | {} | {} | {} |\n",
                 ds.map_or("–".into(), |d| d.n.to_string()),
                 show_paired(&ds, 1),
                 show_paired(&dv, 3),
@@ -340,6 +390,7 @@ pub fn write(
             ));
         }
         hier_backbone::write_atomic(&cfg.out.join("ablations.csv"), csv.as_bytes())?;
+        md.push_str(&ablation_paired_section(&ab.variants, ablation_cells));
     }
     if !sample_traces.is_empty() {
         md.push_str(&format!(
@@ -398,7 +449,6 @@ pub fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hier_train::eval::EpisodeResult;
 
     fn cell(method: Method, seeds: &[u64], success: impl Fn(u64, u64) -> bool) -> Cell {
         let results: Vec<EpisodeResult> = seeds
@@ -443,5 +493,57 @@ mod tests {
         );
         assert!(md.contains("| TextCraft | Reflexion | – | – | – |"), "{md}");
         assert_eq!(paired_section(&profile, &cells[1..]), "");
+    }
+
+    /// An ablation cell of training seed `seed` over the four tasks of [`cell`], played with
+    /// evaluation seed `eval_seed`.
+    fn ablation(
+        variant: Ablation,
+        seed: u64,
+        eval_seed: u64,
+        success: impl Fn(u64) -> bool,
+    ) -> AblationCell {
+        let results = cell(Method::Multi2, &[eval_seed], |t, _| success(t)).results;
+        AblationCell::new(variant, seed, EnvKind::Scienceworld, Split::Id, results)
+    }
+
+    /// By hand: Multi² solves every episode of training seeds 0 and 1; released code none of
+    /// either (8 pairs, every difference −100 points and −0.75 in score: a zero-width
+    /// interval); the swap ran seed 0 alone, solving tasks 0 and 1 (4 pairs: 0, 0, −100, −100,
+    /// mean −50); only-SFT played another evaluation seed (nothing pairs); vanilla-AWAC ran a
+    /// training seed Multi² did not (no row); OOD has no cells (no rows).
+    #[test]
+    fn ablations_are_paired_with_multi2_on_the_same_seeds_and_tasks() {
+        let cells = [
+            ablation(Ablation::Multi2, 0, 0, |_| true),
+            ablation(Ablation::Multi2, 1, 0, |_| true),
+            ablation(Ablation::ReleasedCode, 0, 0, |_| false),
+            ablation(Ablation::ReleasedCode, 1, 0, |_| false),
+            ablation(Ablation::ParadigmSwap, 0, 0, |t| t < 2),
+            ablation(Ablation::OnlySft, 0, 5, |_| true),
+            ablation(Ablation::VanillaAwac, 2, 0, |_| false),
+        ];
+        let variants = [
+            Ablation::Multi2,
+            Ablation::ParadigmSwap,
+            Ablation::OnlySft,
+            Ablation::VanillaAwac,
+            Ablation::ReleasedCode,
+        ];
+        let md = ablation_paired_section(&variants, &cells);
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| Id ")).collect();
+        assert_eq!(rows.len(), 3, "{md}");
+        assert!(
+            rows[0].starts_with("| Id | paradigm-swap | [0] | 4 | -50.0 ["),
+            "{md}"
+        );
+        assert_eq!(rows[1], "| Id | only-sft | [0] | – | – | – |", "{md}");
+        assert_eq!(
+            rows[2],
+            "| Id | released-code | [0, 1] | 8 | -100.0 [-100.0, -100.0] | -0.750 [-0.750, -0.750] |",
+            "{md}"
+        );
+        assert!(!md.contains("| Ood "), "{md}");
+        assert_eq!(ablation_paired_section(&variants, &cells[2..]), "");
     }
 }

@@ -19,6 +19,38 @@ pub struct AblationCell {
     pub env: EnvKind,
     pub split: Split,
     pub summary: Summary,
+    /// Every episode (the paired comparison with Multi² matches them by training seed, task
+    /// and evaluation seed).
+    #[serde(default)]
+    pub results: Vec<EpisodeResult>,
+}
+
+impl AblationCell {
+    /// The cell of `results`, summarised.
+    pub fn new(
+        variant: Ablation,
+        seed: u64,
+        env: EnvKind,
+        split: Split,
+        results: Vec<EpisodeResult>,
+    ) -> Self {
+        Self {
+            variant,
+            seed,
+            env,
+            split,
+            summary: hier_train::eval::summarise(&results),
+            results,
+        }
+    }
+
+    /// `f` of every episode, keyed by (training seed, task, evaluation seed).
+    pub fn keyed(&self, f: impl Fn(&EpisodeResult) -> f64) -> BTreeMap<(u64, String, u64), f64> {
+        self.results
+            .iter()
+            .map(|r| ((self.seed, r.task.to_string(), r.seed), f(r)))
+            .collect()
+    }
 }
 
 /// One cell of the table.
