@@ -119,7 +119,8 @@ fn ablation_paired_section(variants: &[Ablation], cells: &[AblationCell]) -> Str
         };
         let m2 = of(Ablation::Multi2);
         for &v in variants.iter().filter(|v| **v != Ablation::Multi2) {
-            let seeds: Vec<u64> = of(v)
+            let ours = of(v);
+            let seeds: Vec<u64> = ours
                 .iter()
                 .map(|c| c.seed)
                 .filter(|s| m2.iter().any(|c| c.seed == *s))
@@ -127,16 +128,18 @@ fn ablation_paired_section(variants: &[Ablation], cells: &[AblationCell]) -> Str
             if seeds.is_empty() {
                 continue;
             }
-            let pooled = |cs: &[&AblationCell], f: &dyn Fn(&EpisodeResult) -> f64| {
-                cs.iter()
-                    .filter(|c| seeds.contains(&c.seed))
-                    .flat_map(|c| c.keyed(f))
-                    .collect::<BTreeMap<_, _>>()
+            // Variant − Multi² of `f` over the episodes of the shared training seeds.
+            let paired = |f: &dyn Fn(&EpisodeResult) -> f64| {
+                let pooled = |cs: &[&AblationCell]| -> BTreeMap<_, _> {
+                    cs.iter()
+                        .filter(|c| seeds.contains(&c.seed))
+                        .flat_map(|c| c.keyed(f))
+                        .collect()
+                };
+                paired_by_key(&pooled(&m2), &pooled(&ours))
             };
-            let success = |r: &EpisodeResult| if r.success { 100.0 } else { 0.0 };
-            let score = |r: &EpisodeResult| r.score;
-            let ds = paired_by_key(&pooled(&m2, &success), &pooled(&of(v), &success));
-            let dv = paired_by_key(&pooled(&m2, &score), &pooled(&of(v), &score));
+            let ds = paired(&|r| if r.success { 100.0 } else { 0.0 });
+            let dv = paired(&|r| r.score);
             any = true;
             md.push_str(&format!(
                 "| {split:?} | {v} | {seeds:?} | {} | {} | {} |\n",

@@ -45,10 +45,9 @@ impl AblationCell {
     }
 
     /// `f` of every episode, keyed by (training seed, task, evaluation seed).
-    pub fn keyed(&self, f: impl Fn(&EpisodeResult) -> f64) -> BTreeMap<(u64, String, u64), f64> {
-        self.results
-            .iter()
-            .map(|r| ((self.seed, r.task.to_string(), r.seed), f(r)))
+    pub fn keyed(&self, f: impl Fn(&EpisodeResult) -> f64) -> BTreeMap<(u64, (String, u64)), f64> {
+        by_task_and_seed(&self.results, f)
+            .map(|(k, v)| ((self.seed, k), v))
             .collect()
     }
 }
@@ -91,11 +90,18 @@ impl Cell {
 
     /// `f` of every episode, keyed by (task, seed).
     pub fn keyed(&self, f: impl Fn(&EpisodeResult) -> f64) -> BTreeMap<(String, u64), f64> {
-        self.results
-            .iter()
-            .map(|r| ((r.task.to_string(), r.seed), f(r)))
-            .collect()
+        by_task_and_seed(&self.results, f).collect()
     }
+}
+
+/// `f` of every episode with the key that pairs it across methods: (task, evaluation seed).
+fn by_task_and_seed<'a>(
+    results: &'a [EpisodeResult],
+    f: impl Fn(&EpisodeResult) -> f64 + 'a,
+) -> impl Iterator<Item = ((String, u64), f64)> + 'a {
+    results
+        .iter()
+        .map(move |r| ((r.task.to_string(), r.seed), f(r)))
 }
 
 /// One variant's ablation results on one split: success % and mean final score per seed.
