@@ -15,7 +15,6 @@
 use std::collections::BTreeMap;
 
 use hier_envs::Split;
-use hier_train::eval::EpisodeResult;
 use hier_train::metrics::{
     PAIRED_RESAMPLES, PairedDifference, Terciles, bootstrap_interval, paired_by_key, paired_t,
     show_paired, two_sample_bootstrap, verdict, verdict_small,
@@ -24,7 +23,7 @@ use serde::Serialize;
 
 use crate::envs::EnvKind;
 use crate::table1::profile::{Ablation, Method};
-use crate::table1::results::{AblationCell, Cell};
+use crate::table1::results::{AblationCell, Cell, success_points as success};
 
 /// "Flat across difficulty": Hard − Easy within this many success points.
 pub const FLAT_BOUND: f64 = 10.0;
@@ -90,10 +89,6 @@ fn success_of(cells: &[Cell], m: Method, env: EnvKind, split: Split) -> Option<K
 }
 
 type Keyed = BTreeMap<(String, u64), f64>;
-
-fn success(r: &EpisodeResult) -> f64 {
-    if r.success { 100.0 } else { 0.0 }
-}
 
 /// The mean of the methods' values per key; `None` when none ran or their keys differ.
 fn group(maps: &[Keyed]) -> Option<Keyed> {
@@ -598,7 +593,7 @@ fn ablation_claims(cells: &[AblationCell], split: Split) -> Vec<Claim> {
 mod tests {
     use super::*;
     use hier_envs::Task;
-    use hier_train::eval::summarise;
+    use hier_train::eval::{EpisodeResult, summarise};
 
     /// Episodes of `method` on a column: tasks 0..n, seeds 0..2, success and tokens by hand.
     fn cell(

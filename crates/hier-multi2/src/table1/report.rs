@@ -12,11 +12,11 @@ use crate::envs::EnvKind;
 use crate::error::Result;
 use crate::online_rl::CurvePoint;
 use crate::table1::profile::{Ablation, Method, Profile};
-use crate::table1::results::{AblationCell, AblationRow, Cell, ablation_rows};
+use crate::table1::results::{AblationCell, AblationRow, Cell, ablation_rows, success_points};
 use crate::table1::traces::MethodTraces;
 use hier_train::eval::EpisodeResult;
 use hier_train::metrics::token_efficiency;
-use hier_train::metrics::{estimate, paired_by_key, show_paired};
+use hier_train::metrics::{PairedDifference, estimate, paired_by_key, show_paired};
 use hier_train::stages::write_json;
 use hier_train::stages::{RunConfig, StageRecord};
 
@@ -59,6 +59,17 @@ fn commit() -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
+/// The `Pairs | Δ success (points) | Δ final score` columns of a paired row (`–` where nothing
+/// paired).
+fn paired_columns(success: &Option<PairedDifference>, score: &Option<PairedDifference>) -> String {
+    format!(
+        "{} | {} | {}",
+        success.map_or("–".into(), |d| d.n.to_string()),
+        show_paired(success, 1),
+        show_paired(score, 3),
+    )
+}
+
 /// Multi² against every other method, per column, on the same (task, seed) pairs: the paired
 /// differences of success (percentage points) and final score (Multi² − the method) with 95 %
 /// bootstrap intervals. A method that did not play the same pairs (Reflexion with its own
@@ -75,7 +86,7 @@ fn paired_section(profile: &Profile, cells: &[Cell]) -> String {
         else {
             continue;
         };
-        let success = |c: &Cell| c.keyed(|r| if r.success { 100.0 } else { 0.0 });
+        let success = |c: &Cell| c.keyed(success_points);
         let score = |c: &Cell| c.keyed(|r| r.score);
         for m in profile.methods.iter().filter(|m| **m != Method::Multi2) {
             let Some(other) = cells
@@ -88,12 +99,10 @@ fn paired_section(profile: &Profile, cells: &[Cell]) -> String {
             let dv = paired_by_key(&score(other), &score(m2));
             any = true;
             md.push_str(&format!(
-                "| {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} |\n",
                 env.column_label(split),
                 m.label(),
-                ds.map_or("–".into(), |d| d.n.to_string()),
-                show_paired(&ds, 1),
-                show_paired(&dv, 3),
+                paired_columns(&ds, &dv),
             ));
         }
     }
@@ -138,14 +147,12 @@ fn ablation_paired_section(variants: &[Ablation], cells: &[AblationCell]) -> Str
                 };
                 paired_by_key(&pooled(&m2), &pooled(&ours))
             };
-            let ds = paired(&|r| if r.success { 100.0 } else { 0.0 });
+            let ds = paired(&success_points);
             let dv = paired(&|r| r.score);
             any = true;
             md.push_str(&format!(
-                "| {split:?} | {v} | {seeds:?} | {} | {} | {} |\n",
-                ds.map_or("–".into(), |d| d.n.to_string()),
-                show_paired(&ds, 1),
-                show_paired(&dv, 3),
+                "| {split:?} | {v} | {seeds:?} | {} |\n",
+                paired_columns(&ds, &dv),
             ));
         }
     }

@@ -94,6 +94,12 @@ impl Cell {
     }
 }
 
+/// An episode's success in percentage points (100 or 0): what Table 1's cells average and
+/// its paired comparisons subtract.
+pub(crate) fn success_points(r: &EpisodeResult) -> f64 {
+    if r.success { 100.0 } else { 0.0 }
+}
+
 /// `f` of every episode with the key that pairs it across methods: (task, evaluation seed).
 fn by_task_and_seed<'a>(
     results: &'a [EpisodeResult],
