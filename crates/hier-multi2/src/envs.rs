@@ -180,12 +180,16 @@ impl EnvKind {
         if s.splits.len() == 1 {
             return s.label.into();
         }
-        let split = match split {
-            Split::Id => "ID",
-            Split::Ood => "OOD",
-            Split::Train => "train",
-        };
-        format!("{} {split}", s.label)
+        format!("{} {}", s.label, split_label(split))
+    }
+}
+
+/// How reports name a split: `ID`, `OOD` (the papers' words), `train`.
+pub fn split_label(split: Split) -> &'static str {
+    match split {
+        Split::Id => "ID",
+        Split::Ood => "OOD",
+        Split::Train => "train",
     }
 }
 

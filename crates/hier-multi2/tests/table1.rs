@@ -147,7 +147,7 @@ fn smoke_profile_runs_every_stage_and_resumes_after_an_interruption() {
     // …and each variant paired with Multi² on the same training seeds, tasks and evaluation
     // seeds: every variant played them all.
     for v in ab.variants.iter().filter(|v| v.name() != "multi2") {
-        let row = format!("| Id | {v} | {:?} | ", ab.seeds);
+        let row = format!("| ID | {v} | {:?} | ", ab.seeds);
         assert!(md.contains(&row), "no row {row}: {md}");
         assert!(!md.contains(&format!("{row}– |")), "{v} did not pair: {md}");
     }

@@ -21,7 +21,7 @@ use hier_train::metrics::{
 };
 use serde::Serialize;
 
-use crate::envs::EnvKind;
+use crate::envs::{EnvKind, split_label};
 use crate::table1::profile::{Ablation, Method};
 use crate::table1::results::{AblationCell, Cell, success_points as success};
 
@@ -492,7 +492,10 @@ fn ablation_claims(cells: &[AblationCell], split: Split) -> Vec<Claim> {
     let named: Vec<(&str, &Option<PairedDifference>)> =
         links.iter().map(|(n, d)| (n.as_str(), d)).collect();
     out.push(Claim {
-        claim: format!("(e) paradigm swap is the worst variant ({split:?})"),
+        claim: format!(
+            "(e) paradigm swap is the worst variant ({})",
+            split_label(split)
+        ),
         measured: format!(
             "swap per seed {}; {}",
             show(Ablation::ParadigmSwap),
@@ -528,7 +531,10 @@ fn ablation_claims(cells: &[AblationCell], split: Split) -> Vec<Claim> {
         _ => ("–".into(), "no power (not measured)".into()),
     };
     out.push(Claim {
-        claim: format!("(e) vanilla-IQL has a lower tail than Multi² ({split:?})"),
+        claim: format!(
+            "(e) vanilla-IQL has a lower tail than Multi² ({})",
+            split_label(split)
+        ),
         measured: format!(
             "per seed: Multi² {}, vanilla-IQL {}; Δ 25 % quantile {}",
             show(Ablation::Multi2),
@@ -564,7 +570,10 @@ fn ablation_claims(cells: &[AblationCell], split: Split) -> Vec<Claim> {
         _ => ("–".into(), "no power (not measured)".into()),
     };
     out.push(Claim {
-        claim: format!("(e) vanilla-AWAC varies more over seeds than Multi² ({split:?})"),
+        claim: format!(
+            "(e) vanilla-AWAC varies more over seeds than Multi² ({})",
+            split_label(split)
+        ),
         measured: format!(
             "per seed: Multi² {}, vanilla-AWAC {}; {}",
             show(Ablation::Multi2),
@@ -577,7 +586,10 @@ fn ablation_claims(cells: &[AblationCell], split: Split) -> Vec<Claim> {
     // The released code's behaviour below Multi².
     let d = paired(Ablation::Multi2, Ablation::ReleasedCode);
     out.push(Claim {
-        claim: format!("(e) the released code's behaviour below Multi² ({split:?})"),
+        claim: format!(
+            "(e) the released code's behaviour below Multi² ({})",
+            split_label(split)
+        ),
         measured: format!(
             "per seed: Multi² {}, released-code {}; released − Multi² {}",
             show(Ablation::Multi2),

@@ -20,7 +20,7 @@ use hier_train::charts::{
 };
 use hier_train::metrics::{Terciles, estimate, success_over_seeds};
 
-use crate::envs::EnvKind;
+use crate::envs::{EnvKind, split_label};
 use crate::error::{Error, Result};
 use crate::online_rl::CurvePoint;
 use crate::table1::profile::{Method, Profile};
@@ -156,7 +156,7 @@ fn difficulty_bars(path: &Path, profile: &Profile, cells: &[Cell]) -> Drawn {
     let groups: Vec<String> = splits
         .iter()
         .flat_map(|s| {
-            let split = if *s == Split::Id { "ID" } else { "OOD" };
+            let split = split_label(*s);
             ["Easy", "Medium", "Hard"].map(|d| format!("{split} {d} (pooled)"))
         })
         .collect();

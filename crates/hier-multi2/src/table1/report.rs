@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use hier_envs::Split;
 use serde::Serialize;
 
-use crate::envs::EnvKind;
+use crate::envs::{EnvKind, split_label};
 use crate::error::Result;
 use crate::online_rl::CurvePoint;
 use crate::table1::profile::{Ablation, Method, Profile};
@@ -151,7 +151,8 @@ fn ablation_paired_section(variants: &[Ablation], cells: &[AblationCell]) -> Str
             let dv = paired(&|r| r.score);
             any = true;
             md.push_str(&format!(
-                "| {split:?} | {v} | {seeds:?} | {} |\n",
+                "| {} | {v} | {seeds:?} | {} |\n",
+                split_label(split),
                 paired_columns(&ds, &dv),
             ));
         }
@@ -376,9 +377,9 @@ pub fn write(
                 .map(|(s, (a, b))| format!("s{s}: {a:.0} / {b:.3}"))
                 .collect();
             md.push_str(&format!(
-                "| {} | {:?} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} |\n",
                 r.variant,
-                r.split,
+                split_label(r.split),
                 pm(&r.success, 1),
                 pm(&r.mean_score, 3),
                 per.join(", ")
@@ -541,19 +542,19 @@ mod tests {
             Ablation::ReleasedCode,
         ];
         let md = ablation_paired_section(&variants, &cells);
-        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| Id ")).collect();
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| ID ")).collect();
         assert_eq!(rows.len(), 3, "{md}");
         assert!(
-            rows[0].starts_with("| Id | paradigm-swap | [0] | 4 | -50.0 ["),
+            rows[0].starts_with("| ID | paradigm-swap | [0] | 4 | -50.0 ["),
             "{md}"
         );
-        assert_eq!(rows[1], "| Id | only-sft | [0] | – | – | – |", "{md}");
+        assert_eq!(rows[1], "| ID | only-sft | [0] | – | – | – |", "{md}");
         assert_eq!(
             rows[2],
-            "| Id | released-code | [0, 1] | 8 | -100.0 [-100.0, -100.0] | -0.750 [-0.750, -0.750] |",
+            "| ID | released-code | [0, 1] | 8 | -100.0 [-100.0, -100.0] | -0.750 [-0.750, -0.750] |",
             "{md}"
         );
-        assert!(!md.contains("| Ood "), "{md}");
+        assert!(!md.contains("| OOD "), "{md}");
         assert_eq!(ablation_paired_section(&variants, &cells[2..]), "");
     }
 }
