@@ -56,6 +56,13 @@ pub struct PromptedSpec {
     pub reflexion_memory: usize,
     /// Evaluation seeds of Reflexion (each seed costs up to `reflexion_trials` episodes).
     pub reflexion_seeds: Vec<u64>,
+    /// Reflexion's loop heuristic (Shinn et al., 2023, §4.1: self-reflect when "the agent
+    /// executes the same action and receives the same response for more than 3 cycles"): a
+    /// trial ends, failed, once more than this many of its last turns in a row wrote one line and
+    /// saw one observation ([`trailing_repeats`]); 0: every trial runs to its limit. Only
+    /// Reflexion reads it.
+    #[serde(default, skip_serializing_if = "crate::online_rl::is_default")]
+    pub reflexion_loop_cycles: usize,
     /// ADaPT: deepest decomposition level (root = 0) and turns per executor attempt.
     pub adapt_max_depth: usize,
     pub adapt_executor_turns: usize,
@@ -77,6 +84,13 @@ pub fn first_shown(len: usize, history: usize, stride: usize) -> usize {
         return over;
     }
     (over.div_ceil(stride) * stride).min(len)
+}
+
+/// How many of `steps`' last turns in a row repeat the last one — the same line, the same
+/// observation (a thought's is `OK.`) — counting the last itself; 0 for no turns.
+pub fn trailing_repeats(steps: &[Step]) -> usize {
+    let Some(last) = steps.last() else { return 0 };
+    steps.iter().rev().take_while(|s| *s == last).count()
 }
 
 /// One parsed reply.
@@ -427,6 +441,31 @@ impl PromptedEpisode {
             observation: "OK.".into(),
         });
     }
+
+    /// Ends the episode, failed, when more than `cycles` of its last turns in a row repeat one
+    /// line and one observation ([`Trial::loop_cycles`]; 0: never), with a note saying why.
+    fn end_if_looping(&mut self, cycles: usize) {
+        let repeats = trailing_repeats(&self.steps);
+        if cycles == 0 || self.finished || repeats <= cycles {
+            return;
+        }
+        self.finished = true;
+        let at = self.trace.episode.actions.len();
+        self.trace.notes.push((
+            at,
+            format!("trial ended: the same line and observation {repeats} times in a row"),
+        ));
+    }
+}
+
+/// What Reflexion adds to a ReAct rollout; ReAct itself plays with `Trial::default()`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Trial<'a> {
+    /// Reflections shown in episode `i`'s prompts (`memory[i]`; none where it is absent).
+    pub memory: &'a [Vec<String>],
+    /// End an episode, failed, once more than this many of its last turns in a row repeat one
+    /// line and one observation ([`PromptedSpec::reflexion_loop_cycles`]); 0: never.
+    pub loop_cycles: usize,
 }
 
 /// Resets `envs[i]` to `tasks[i]`, each episode limited by `rollout`.
@@ -457,14 +496,15 @@ pub fn start_episodes(
 }
 
 /// Plays `tasks[i]` on `envs[i]` with ReAct, all in lock step: at most
-/// [`RolloutConfig::episode_limit`] environment steps and as many turns. `memory[i]`
-/// (Reflexion's reflections) is shown in episode `i`'s prompts.
+/// [`RolloutConfig::episode_limit`] environment steps and as many turns. Reflexion's `trial`
+/// shows episode `i` its reflections and may end a looping episode early; ReAct's is
+/// `Trial::default()`.
 pub fn rollout_react(
     envs: &mut [Box<dyn Env>],
     tasks: &[Task],
     policy: &mut dyn TextPolicy,
     prompter: &Prompter<'_>,
-    memory: &[Vec<String>],
+    trial: &Trial<'_>,
     rollout: &RolloutConfig,
     origin: &str,
 ) -> Result<Vec<PromptedEpisode>> {
@@ -483,7 +523,7 @@ pub fn rollout_react(
                     e.kind,
                     e.first_obs(),
                     &e.steps,
-                    memory.get(i).map(Vec::as_slice).unwrap_or(&[]),
+                    trial.memory.get(i).map(Vec::as_slice).unwrap_or(&[]),
                     false,
                 )
             })
@@ -495,7 +535,10 @@ pub fn rollout_react(
             e.charge(r);
             e.turns += 1;
             match parse_turn(&r.text) {
-                Turn::Think(t) => e.record_thought(t),
+                Turn::Think(t) => {
+                    e.record_thought(t);
+                    e.end_if_looping(trial.loop_cycles);
+                }
                 // ReAct has no finish turn: the line goes to the environment as written.
                 Turn::Finish(_) | Turn::Act(_) => {
                     let line = r.text.lines().next().unwrap_or("").trim();
@@ -518,6 +561,7 @@ pub fn rollout_react(
             if e.turns >= e.limit {
                 e.finished = true;
             }
+            e.end_if_looping(trial.loop_cycles);
         }
     }
     Ok(eps)
@@ -539,6 +583,37 @@ mod tests {
             assert_eq!(first_shown(n, 8, 1), n.saturating_sub(8));
             let shown = n - first_shown(n, 8, 4);
             assert!(shown == n || (5..=8).contains(&shown), "{n}: {shown}");
+        }
+    }
+
+    /// By hand: the run of turns equal to the last (line and observation both) — a thought's
+    /// `OK.` counts like any observation, an equal line with another observation breaks the run.
+    #[test]
+    fn trailing_repeats_counts_the_last_turns_run() {
+        let step = |line: &str, obs: &str| super::Step {
+            line: line.into(),
+            observation: obs.into(),
+        };
+        let (a, b) = (
+            step("get 1 stick", "Could not find stick"),
+            step("think: x", "OK."),
+        );
+        assert_eq!(super::trailing_repeats(&[]), 0);
+        assert_eq!(super::trailing_repeats(std::slice::from_ref(&a)), 1);
+        let runs = [
+            (vec![a.clone(), a.clone(), a.clone()], 3),
+            (
+                vec![b.clone(), a.clone(), a.clone(), a.clone(), a.clone()],
+                4,
+            ),
+            (vec![a.clone(), a.clone(), b.clone(), b.clone()], 2),
+            (
+                vec![a.clone(), step("get 1 stick", "Got 1 stick"), a.clone()],
+                1,
+            ),
+        ];
+        for (steps, want) in runs {
+            assert_eq!(super::trailing_repeats(&steps), want, "{steps:?}");
         }
     }
 
@@ -595,6 +670,7 @@ mod tests {
             reflexion_trials: 1,
             reflexion_memory: 1,
             reflexion_seeds: vec![0],
+            reflexion_loop_cycles: 0,
             adapt_max_depth: 1,
             adapt_executor_turns: 1,
             max_tokens: 8,

@@ -2,6 +2,10 @@
 //! after each failed trial the model writes a one-line self-reflection on its attempt, and the
 //! latest `memory` reflections are shown in the next trial's prompt. A task counts as solved
 //! at pass@k when any of its first k trials succeeds; the paper's Table 1 reports pass@6.
+//! A trial stuck in a loop — more than `reflexion_loop_cycles` turns in a row with the same line
+//! and the same observation — ends there, failed, and is reflected on (the Reflexion paper's own
+//! heuristic for ALFWorld, §4.1; its second, "more than 30 actions", is left to each
+//! environment's step limit, which ETO sets per ScienceWorld task).
 //!
 //! Trials of different tasks run together: every trial is one batched ReAct rollout over the
 //! tasks still unsolved.
@@ -10,7 +14,7 @@ use hier_envs::{Env, Task};
 
 use crate::agent::RolloutConfig;
 use crate::error::{Error, Result};
-use crate::react::{Prompter, rollout_react};
+use crate::react::{Prompter, Trial, rollout_react};
 use hier_train::SharedErrors as _;
 use hier_train::policy::{TextPolicy, Trace};
 
@@ -76,7 +80,10 @@ pub fn run_reflexion(
                 &ts,
                 policy,
                 prompter,
-                &memory,
+                &Trial {
+                    memory: &memory,
+                    loop_cycles: prompter.spec.reflexion_loop_cycles,
+                },
                 rollout,
                 origin,
             )?;

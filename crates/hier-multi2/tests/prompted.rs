@@ -9,7 +9,7 @@ use hier_envs::textcraft::TextCraft;
 use hier_envs::{Env, Split, Task};
 use hier_multi2::adapt::rollout_adapt;
 use hier_multi2::agent::RolloutConfig;
-use hier_multi2::react::{Demo, PromptedSpec, Prompter, Step, rollout_react};
+use hier_multi2::react::{Demo, PromptedSpec, Prompter, Step, Trial, rollout_react};
 use hier_multi2::reflexion::run_reflexion;
 use hier_train::policy::{Reply, TextPolicy};
 
@@ -27,6 +27,7 @@ fn spec() -> PromptedSpec {
         reflexion_trials: 3,
         reflexion_memory: 2,
         reflexion_seeds: vec![0],
+        reflexion_loop_cycles: 0,
         adapt_max_depth: 1,
         adapt_executor_turns: 30,
         max_tokens: 16,
@@ -205,7 +206,7 @@ fn react_plays_the_expert_through_thoughts_and_actions() {
         &tasks,
         &mut model,
         &prompter,
-        &[],
+        &Trial::default(),
         &RolloutConfig::with_max_steps(40),
         "test",
     )
@@ -227,7 +228,7 @@ fn react_plays_the_expert_through_thoughts_and_actions() {
         &tasks,
         &mut Says("think: hmm"),
         &prompter,
-        &[],
+        &Trial::default(),
         &RolloutConfig::with_max_steps(5),
         "test",
     )
@@ -280,6 +281,60 @@ fn reflexion_solves_on_the_trial_after_a_reflection() {
     assert!(model.prompts.iter().any(|p| {
         p.contains("Lessons from your earlier attempts at this task:\n- I never crafted")
     }));
+}
+
+/// Reflexion's loop heuristic (the paper's §4.1, "the same action and the same response for more
+/// than 3 cycles"): with `reflexion_loop_cycles = 3` a trial ends on its fourth turn in a row with
+/// one line and one observation — an action the real game refuses each time alike, or a thought
+/// (`OK.`) — failed, and is reflected on; ReAct's rollout plays the same model to its limit.
+#[test]
+fn reflexion_ends_a_looping_trial_and_reflects_on_it() {
+    let (mut envs, tasks, _) = textcraft_with_gold(2);
+    let tok = plain_tokenizer();
+    let spec = PromptedSpec {
+        reflexion_loop_cycles: 3,
+        ..spec()
+    };
+    let prompter = prompter(&tok, &spec);
+    let rollout = RolloutConfig::with_max_steps(30);
+    for (says, actions) in [("get 1 nothing", 4), ("think: hmm", 0)] {
+        let runs = run_reflexion(
+            &mut envs,
+            &tasks,
+            &mut Says(says),
+            &prompter,
+            &rollout,
+            "test",
+        )
+        .unwrap();
+        for r in &runs {
+            assert_eq!(r.trials.len(), spec.reflexion_trials, "{says}");
+            assert_eq!(r.reflections.len(), spec.reflexion_trials, "{says}");
+            for t in &r.trials {
+                assert!(!t.episode.success);
+                assert_eq!(t.episode.actions.len(), actions, "{says}");
+                assert_eq!(t.sys2_calls, 4 + 1, "{says}: four turns and one reflection");
+                let ended = (t.notes.iter()).filter(|(_, n)| {
+                    n == "trial ended: the same line and observation 4 times in a row"
+                });
+                assert_eq!(ended.count(), 1, "{says}: {:?}", t.notes);
+            }
+        }
+    }
+    let eps = rollout_react(
+        &mut envs,
+        &tasks,
+        &mut Says("get 1 nothing"),
+        &prompter,
+        &Trial::default(),
+        &rollout,
+        "test",
+    )
+    .unwrap();
+    for e in &eps {
+        assert_eq!(e.trace.episode.actions.len(), 30);
+        assert!(e.trace.notes.is_empty(), "{:?}", e.trace.notes);
+    }
 }
 
 #[test]
@@ -453,11 +508,19 @@ fn every_agent_stops_at_scienceworlds_per_task_action_limit() {
             ),
             (
                 "react",
-                rollout_react(&mut envs, &tasks, &mut babbler(), &prompter, &[], cfg, "t")
-                    .unwrap()
-                    .into_iter()
-                    .map(|e| e.trace)
-                    .collect(),
+                rollout_react(
+                    &mut envs,
+                    &tasks,
+                    &mut babbler(),
+                    &prompter,
+                    &Trial::default(),
+                    cfg,
+                    "t",
+                )
+                .unwrap()
+                .into_iter()
+                .map(|e| e.trace)
+                .collect(),
             ),
             (
                 "adapt",

@@ -307,7 +307,12 @@ pub(super) fn legacy_prompted_keys(
 }
 
 /// Settings of the `[prompted]` section only Reflexion reads.
-const REFLEXION_ONLY: [&str; 3] = ["reflexion_trials", "reflexion_memory", "reflexion_seeds"];
+const REFLEXION_ONLY: [&str; 4] = [
+    "reflexion_trials",
+    "reflexion_memory",
+    "reflexion_seeds",
+    "reflexion_loop_cycles",
+];
 /// Settings of the `[prompted]` section only ADaPT reads.
 const ADAPT_ONLY: [&str; 2] = ["adapt_max_depth", "adapt_executor_turns"];
 

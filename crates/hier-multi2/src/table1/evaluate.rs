@@ -17,7 +17,7 @@ use crate::agent::rollout;
 use crate::envs::EnvKind;
 use crate::error::{Error, Result};
 use crate::flat::rollout_flat;
-use crate::react::{PromptedSpec, Prompter, rollout_react};
+use crate::react::{PromptedSpec, Prompter, Trial, rollout_react};
 use crate::reflexion::run_reflexion;
 use crate::table1::data::EnvData;
 use crate::table1::profile::EvalSpec;
@@ -353,10 +353,18 @@ fn play_batch(
     let traces = match (agent, plan) {
         (Agent::Hierarchy { .. }, Some(p)) => rollout(envs, tasks, p, exec, &spec.rollout, "eval")?,
         (Agent::Flat { .. }, _) => rollout_flat(envs, tasks, exec, &spec.rollout, "eval")?,
-        (Agent::React, _) => rollout_react(envs, tasks, exec, prompter, &[], steps, "eval")?
-            .into_iter()
-            .map(|e| e.trace)
-            .collect(),
+        (Agent::React, _) => rollout_react(
+            envs,
+            tasks,
+            exec,
+            prompter,
+            &Trial::default(),
+            steps,
+            "eval",
+        )?
+        .into_iter()
+        .map(|e| e.trace)
+        .collect(),
         (Agent::Adapt, _) => rollout_adapt(envs, tasks, exec, prompter, steps, "eval")?,
         _ => unreachable!("every agent is handled"),
     };

@@ -353,6 +353,10 @@ fn a_prompted_evaluation_is_keyed_by_its_own_settings() {
         adapt_max_depth: base.adapt_max_depth + 1,
         ..base.clone()
     };
+    let no_loop_rule = PromptedSpec {
+        reflexion_loop_cycles: 0,
+        ..base.clone()
+    };
     let hotter = PromptedSpec {
         temperature: base.temperature + 0.1,
         ..base.clone()
@@ -364,15 +368,18 @@ fn a_prompted_evaluation_is_keyed_by_its_own_settings() {
     assert_ne!(key(&adapt, &base), key(&adapt, &deeper));
     assert_eq!(key(&reflexion, &base), key(&reflexion, &deeper));
     assert_ne!(key(&reflexion, &base), key(&reflexion, &more_seeds));
+    assert_ne!(key(&reflexion, &base), key(&reflexion, &no_loop_rule));
+    assert_eq!(key(&react, &base), key(&react, &no_loop_rule));
+    assert_eq!(key(&adapt, &base), key(&adapt, &no_loop_rule));
     for agent in [&react, &reflexion, &adapt] {
         assert_ne!(key(agent, &base), key(agent, &hotter));
     }
     // Every name left out is a field of the section (a renamed field fails here).
     let whole = serde_json::to_value(&base).unwrap();
     let fields = |v: &serde_json::Value| v.as_object().unwrap().len();
-    assert_eq!(fields(&key(&react, &base)), fields(&whole) - 5);
+    assert_eq!(fields(&key(&react, &base)), fields(&whole) - 6);
     assert_eq!(fields(&key(&reflexion, &base)), fields(&whole) - 2);
-    assert_eq!(fields(&key(&adapt, &base)), fields(&whole) - 3);
+    assert_eq!(fields(&key(&adapt, &base)), fields(&whole) - 4);
 }
 
 /// A legacy key of a prompted evaluation is, to the byte, the key an earlier binary stamped
@@ -550,6 +557,8 @@ fn result_profiles_load_and_an_extending_one_changes_only_its_keys() {
     // Reflexion's second seed came later still and keys only Reflexion's evaluations.
     assert_ne!(alfworld.prompted, smollm.prompted);
     alfworld.prompted.reflexion_seeds = smollm.prompted.reflexion_seeds.clone();
+    // So did Reflexion's loop heuristic, which keys only Reflexion's evaluations too.
+    alfworld.prompted.reflexion_loop_cycles = smollm.prompted.reflexion_loop_cycles;
     // The ablations' evaluation grew to 75 tasks per split later too; they run on
     // ScienceWorld, and their count keys only their own evaluations.
     let (ran, now) = (
