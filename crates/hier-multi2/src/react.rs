@@ -445,8 +445,12 @@ impl PromptedEpisode {
     /// Ends the episode, failed, when more than `cycles` of its last turns in a row repeat one
     /// line and one observation ([`Trial::loop_cycles`]; 0: never), with a note saying why.
     fn end_if_looping(&mut self, cycles: usize) {
+        // ReAct (cycles 0) and ended episodes skip the scan: this runs on every turn.
+        if cycles == 0 || self.finished {
+            return;
+        }
         let repeats = trailing_repeats(&self.steps);
-        if cycles == 0 || self.finished || repeats <= cycles {
+        if repeats <= cycles {
             return;
         }
         self.finished = true;
