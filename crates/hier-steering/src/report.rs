@@ -484,6 +484,50 @@ pub fn write_all(
     draw(out, p, &rows)
 }
 
+/// What a report's JSON (`steering.json`, `steering-mas.json`) records of a run besides the
+/// rows derived from it: enough to write the report again.
+#[derive(Deserialize)]
+#[serde(bound = "R: serde::de::DeserializeOwned")]
+pub(crate) struct Recorded<R> {
+    pub profile: String,
+    #[serde(flatten)]
+    pub run: R,
+    pub stages: Vec<StageRecord>,
+}
+
+/// Reads `dir/<what>.json`, checking that the profile that recorded it is `name` (the one in
+/// `dir/profile.resolved.toml`).
+pub(crate) fn read_recorded<R: serde::de::DeserializeOwned>(
+    dir: &Path,
+    what: &str,
+    name: &str,
+) -> Result<Recorded<R>> {
+    let json = dir.join(format!("{what}.json"));
+    let recorded: Recorded<R> = hier_train::stages::read_json(&json)?;
+    if recorded.profile != name {
+        return Err(Error::profile(
+            &json,
+            format!(
+                "recorded by profile `{}`, but {} is profile `{name}`",
+                recorded.profile,
+                dir.join(hier_train::stages::RESOLVED_PROFILE).display(),
+            ),
+        ));
+    }
+    Ok(recorded)
+}
+
+/// Writes the report of a finished run in `dir` again — `steering.{json,md,csv}` and the
+/// figures — from its `steering.json` and `profile.resolved.toml`, with this version's report
+/// code and without the run's stages (a committed result directory has none). The rows are
+/// derived again from the per-episode results, so a table whose code has not changed comes out
+/// byte for byte as it was.
+pub fn rewrite(dir: &Path) -> Result<()> {
+    let p = SteeringProfile::from_file(&dir.join(hier_train::stages::RESOLVED_PROFILE))?;
+    let r: Recorded<SteeringRun> = read_recorded(dir, "steering", &p.name)?;
+    write_all(dir, &p, &r.run, &r.stages)
+}
+
 /// The training curve as a Markdown section: per round the mean no-intervention return b,
 /// the mean return after a slow-path output, the mean best gain, the mean q(s), the shares of
 /// the outputs by kind, and RankNet's pairs.

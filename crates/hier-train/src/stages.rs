@@ -39,6 +39,9 @@ pub enum BackboneSpec {
     Hf { path: PathBuf },
 }
 
+/// The file in a run's directory that holds the profile it ran, resolved (`extends` merged).
+pub const RESOLVED_PROFILE: &str = "profile.resolved.toml";
+
 /// Writes `<out>/profile.resolved.toml`, runs `body` over fresh [`Stages`], and turns an early
 /// stop (`stop_after_stages`) into an incomplete [`Report`].
 pub fn run_pipeline<P: Serialize, E: StageError>(
@@ -49,7 +52,7 @@ pub fn run_pipeline<P: Serialize, E: StageError>(
     std::fs::create_dir_all(&cfg.out).map_err(|e| Error::io(&cfg.out, e))?;
     let resolved = toml::to_string(profile)
         .map_err(|e| Error::Invalid(format!("the profile does not serialise: {e}")))?;
-    hier_backbone::write_atomic(&cfg.out.join("profile.resolved.toml"), resolved.as_bytes())
+    hier_backbone::write_atomic(&cfg.out.join(RESOLVED_PROFILE), resolved.as_bytes())
         .map_err(Error::from)?;
     let mut stages = Stages {
         cfg,
