@@ -6,6 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use hier_train::stages::RESOLVED_PROFILE;
+
 fn committed(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../docs/results")
@@ -16,42 +18,52 @@ fn committed(name: &str) -> PathBuf {
 /// directory.
 fn copy_recorded(from: &Path, what: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    for f in [format!("{what}.json"), "profile.resolved.toml".to_owned()] {
+    for f in [format!("{what}.json"), RESOLVED_PROFILE.to_owned()] {
         std::fs::copy(from.join(&f), dir.path().join(&f)).unwrap();
     }
     dir
 }
 
-fn assert_same(from: &Path, to: &Path, file: &str) {
-    let a = std::fs::read_to_string(from.join(file)).unwrap();
-    let b = std::fs::read_to_string(to.join(file)).unwrap();
-    assert!(
-        a == b,
-        "{file} written again differs from {}",
-        from.join(file).display()
-    );
+/// Writes the committed run `name` again from its recorded `<what>.json` by `rewrite`, and
+/// checks that its tables and JSON come out as committed.
+fn assert_rewritten_as_committed(
+    name: &str,
+    what: &str,
+    rewrite: fn(&Path) -> hier_steering::error::Result<()>,
+) {
+    let from = committed(name);
+    let dir = copy_recorded(&from, what);
+    rewrite(dir.path()).unwrap();
+    for ext in ["md", "csv", "json"] {
+        let file = format!("{what}.{ext}");
+        let a = std::fs::read_to_string(from.join(&file)).unwrap();
+        let b = std::fs::read_to_string(dir.path().join(&file)).unwrap();
+        assert!(
+            a == b,
+            "{file} written again differs from {}",
+            from.join(&file).display()
+        );
+    }
 }
 
 #[test]
 fn the_committed_steering_report_is_written_again_byte_for_byte() {
     // (`steering-small` ran a profile of an earlier schema — `[backbone.train] grad_clip`, now
     // under `optim` — which this version refuses to read, naming the field.)
-    let from = committed("steering-smollm");
-    let dir = copy_recorded(&from, "steering");
-    hier_steering::report::rewrite(dir.path()).unwrap();
-    for f in ["steering.md", "steering.csv", "steering.json"] {
-        assert_same(&from, dir.path(), f);
-    }
+    assert_rewritten_as_committed(
+        "steering-smollm",
+        "steering",
+        hier_steering::report::rewrite,
+    );
 }
 
 #[test]
 fn the_committed_pipeline_report_is_written_again_byte_for_byte() {
-    let from = committed("steering-mas-smollm");
-    let dir = copy_recorded(&from, "steering-mas");
-    hier_steering::mas_report::rewrite(dir.path()).unwrap();
-    for f in ["steering-mas.md", "steering-mas.csv", "steering-mas.json"] {
-        assert_same(&from, dir.path(), f);
-    }
+    assert_rewritten_as_committed(
+        "steering-mas-smollm",
+        "steering-mas",
+        hier_steering::mas_report::rewrite,
+    );
 }
 
 #[test]
@@ -76,8 +88,8 @@ fn a_json_recorded_by_another_profile_is_refused_naming_both() {
 fn a_directory_without_its_json_is_an_error_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(
-        committed("steering-smollm").join("profile.resolved.toml"),
-        dir.path().join("profile.resolved.toml"),
+        committed("steering-smollm").join(RESOLVED_PROFILE),
+        dir.path().join(RESOLVED_PROFILE),
     )
     .unwrap();
     let e = hier_steering::report::rewrite(dir.path())
