@@ -116,6 +116,21 @@ pub fn paired_by_key<K: Ord>(
     paired_bootstrap(&xs, &ys, PAIRED_RESAMPLES, 0)
 }
 
+/// [`PairedDifference`] of `b` over `a` on the keys both hold (`None` when they share none).
+/// For methods that played different parts of one (task, seed) grid — Reflexion's two
+/// evaluation seeds against the others' three — the pairs are the episodes both played, and
+/// the result's `n` says how many.
+pub fn paired_on_shared_keys<K: Ord>(
+    a: &std::collections::BTreeMap<K, f64>,
+    b: &std::collections::BTreeMap<K, f64>,
+) -> Option<PairedDifference> {
+    let (xs, ys): (Vec<f64>, Vec<f64>) = a
+        .iter()
+        .filter_map(|(k, x)| b.get(k).map(|y| (*x, *y)))
+        .unzip();
+    paired_bootstrap(&xs, &ys, PAIRED_RESAMPLES, 0)
+}
+
 /// A paired difference as `+m [lo, hi]`, `–` when there is none.
 pub fn show_paired(d: &Option<PairedDifference>, digits: usize) -> String {
     d.map_or_else(|| "–".into(), |d| d.show(digits))
@@ -366,6 +381,21 @@ mod tests {
         let same = paired_by_key(&a, &b).unwrap();
         assert_eq!((same.mean, same.lo, same.hi, same.n), (1.0, 1.0, 1.0, 2));
         assert_eq!(paired_by_key(&a, &c), None);
+        // On shared keys: a and c share key 1 only (c − a = 1 there); b and d none.
+        let shared = paired_on_shared_keys(&a, &c).unwrap();
+        assert_eq!(
+            (shared.mean, shared.lo, shared.hi, shared.n),
+            (1.0, 1.0, 1.0, 1)
+        );
+        let d: std::collections::BTreeMap<u32, f64> = [(5, 1.0)].into();
+        assert_eq!(paired_on_shared_keys(&b, &d), None);
+        // Three shared of four: differences 1, 0, −1 (mean 0), key 4 left out.
+        let e: std::collections::BTreeMap<u32, f64> =
+            [(1, 0.0), (2, 1.0), (3, 1.0), (4, 9.0)].into();
+        let f: std::collections::BTreeMap<u32, f64> = [(1, 1.0), (2, 1.0), (3, 0.0)].into();
+        let three = paired_on_shared_keys(&e, &f).unwrap();
+        assert_eq!((three.mean, three.n), (0.0, 3));
+        assert!(three.lo < 0.0 && three.hi > 0.0, "{three:?}");
     }
 
     #[test]

@@ -4,10 +4,10 @@
 //!
 //! | Claim | Units resampled | Interval |
 //! |---|---|---|
-//! | (a) Multi² > Glider > flat (SFT, GRPO) > prompting (ReAct, Reflexion, ADaPT), per ID column | (task, seed) pairs every method played | paired bootstrap of each link's Δ success (a group is the mean of its methods on the pair) |
+//! | (a) Multi² > Glider > flat (SFT, GRPO) > prompting (ReAct, Reflexion, ADaPT), per ID column | (task, seed) pairs both levels of a link played | paired bootstrap of each link's Δ success (a level is the mean of its methods on the pairs all of them played) |
 //! | (b) OOD below ID, per environment | tasks (mean over methods and seeds), ID and OOD apart | two-sample bootstrap of OOD − ID |
 //! | (c) Multi² flat over Easy → Hard; the others fall | (column, task) of the ID columns, Easy and Hard apart | two-sample bootstrap of Hard − Easy; "flat" = within ±[`FLAT_BOUND`] points |
-//! | (d) token efficiency Multi² > Glider > GRPO > Reflexion > ADaPT | (task, seed) pairs of the efficiency column | joint bootstrap of each link's Δ (successes per 1000 tokens) |
+//! | (d) token efficiency Multi² > Glider > GRPO > Reflexion > ADaPT | (task, seed) pairs of the efficiency column that every method played | joint bootstrap of each link's Δ (successes per 1000 tokens) |
 //! | (e) ablations: swap worst, vanilla-IQL lower tail, vanilla-AWAC more variance, released code below Multi², per split | training seeds | paired t over seeds; the tail by bootstrap over ≥ 5 seeds; variance by the F ratio |
 //!
 //! A comparison whose every episode fails on both sides has no power, whatever its interval.
@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 
 use hier_envs::Split;
 use hier_train::metrics::{
-    PAIRED_RESAMPLES, PairedDifference, Terciles, bootstrap_interval, paired_by_key, paired_t,
-    show_paired, two_sample_bootstrap, verdict, verdict_small,
+    PAIRED_RESAMPLES, PairedDifference, Terciles, bootstrap_interval, paired_on_shared_keys,
+    paired_t, show_paired, two_sample_bootstrap, verdict, verdict_small,
 };
 use serde::Serialize;
 
@@ -75,7 +75,7 @@ pub fn section(claims: &[Claim]) -> String {
         ));
     }
     md.push_str(&format!(
-        "\nIntervals: (a) paired bootstrap over the (task, seed) pairs every method played, a group being the mean of its methods on the pair; (b) two-sample bootstrap over tasks (each task's success averaged over methods and seeds); (c) two-sample bootstrap over (column, task) units of the ID columns, difficulty = tercile of the expert's path length in the column, \"flat\" = Hard − Easy within ±{FLAT_BOUND} points; (d) bootstrap over (task, seed) pairs of successes per 1000 tokens; (e) t-intervals over training seeds paired by seed, the lower tail (25 % quantile) by bootstrap over seeds (≥ 5 seeds), the variance by the one-sided 95 % F ratio. {PAIRED_RESAMPLES} resamples, seed 0.\n"
+        "\nIntervals: (a) paired bootstrap over the (task, seed) pairs both levels of a link played, a level being the mean of its methods on the pairs all of them played; (b) two-sample bootstrap over tasks (each task's success averaged over methods and seeds); (c) two-sample bootstrap over (column, task) units of the ID columns, difficulty = tercile of the expert's path length in the column, \"flat\" = Hard − Easy within ±{FLAT_BOUND} points; (d) bootstrap over the (task, seed) pairs every method of the chain played, of successes per 1000 tokens; (e) t-intervals over training seeds paired by seed, the lower tail (25 % quantile) by bootstrap over seeds (≥ 5 seeds), the variance by the one-sided 95 % F ratio. {PAIRED_RESAMPLES} resamples, seed 0.\n"
     ));
     md
 }
@@ -90,24 +90,19 @@ fn success_of(cells: &[Cell], m: Method, env: EnvKind, split: Split) -> Option<K
 
 type Keyed = BTreeMap<(String, u64), f64>;
 
-/// The mean of the methods' values per key; `None` when none ran or their keys differ.
+/// The mean of the methods' values on each key all of them hold (Reflexion plays two of the
+/// others' three evaluation seeds); `None` when none ran or they share no key.
 fn group(maps: &[Keyed]) -> Option<Keyed> {
     let first = maps.first()?;
-    if maps
-        .iter()
-        .any(|m| m.len() != first.len() || m.keys().ne(first.keys()))
-    {
-        return None;
-    }
-    Some(
-        first
-            .keys()
-            .map(|k| {
-                let v = maps.iter().map(|m| m[k]).sum::<f64>() / maps.len() as f64;
-                (k.clone(), v)
-            })
-            .collect(),
-    )
+    let shared: Keyed = first
+        .keys()
+        .filter(|k| maps.iter().all(|m| m.contains_key(*k)))
+        .map(|k| {
+            let v = maps.iter().map(|m| m[k]).sum::<f64>() / maps.len() as f64;
+            (k.clone(), v)
+        })
+        .collect();
+    (!shared.is_empty()).then_some(shared)
 }
 
 fn all_zero<'a>(maps: impl IntoIterator<Item = &'a Keyed>) -> bool {
@@ -171,7 +166,7 @@ fn ordering(cells: &[Cell], env: EnvKind, split: Split) -> Claim {
         .windows(2)
         .map(|w| {
             let d = match (&w[0].1, &w[1].1) {
-                (Some(hi), Some(lo)) => paired_by_key(lo, hi),
+                (Some(hi), Some(lo)) => paired_on_shared_keys(lo, hi),
                 _ => None,
             };
             (format!("{} − {}", w[0].0, w[1].0), d)
@@ -327,7 +322,7 @@ fn difficulty(cells: &[Cell]) -> Vec<Claim> {
 
 /// (d) The token-efficiency ordering of the paper's figure (ScienceWorld ID; else the first ID
 /// column that ran): each link's difference in successes per 1000 tokens, all methods
-/// resampled on the same (task, seed) pairs.
+/// resampled on the (task, seed) pairs every one of them played.
 fn efficiency(cells: &[Cell]) -> Option<Claim> {
     const ORDER: [Method; 5] = [
         Method::Multi2,
@@ -348,7 +343,7 @@ fn efficiency(cells: &[Cell]) -> Option<Claim> {
                 .map(|c| (*m, c))
         })
         .collect();
-    // Per method, (success, tokens) of each shared (task, seed) pair, in one key order.
+    // Per method, (success, tokens) of each (task, seed) pair it played.
     let keyed: Vec<BTreeMap<(String, u64), (f64, f64)>> = ran
         .iter()
         .map(|(_, c)| {
@@ -361,12 +356,15 @@ fn efficiency(cells: &[Cell]) -> Option<Claim> {
                 .collect()
         })
         .collect();
-    let same_keys = keyed
-        .windows(2)
-        .all(|w| w[0].len() == w[1].len() && w[0].keys().eq(w[1].keys()));
+    // The pairs every method played, in one key order: row i of every method is one pair.
+    let shared: Vec<&(String, u64)> = keyed.first().map_or(Vec::new(), |first| {
+        (first.keys())
+            .filter(|k| keyed.iter().all(|m| m.contains_key(*k)))
+            .collect()
+    });
     let rows: Vec<Vec<(f64, f64)>> = keyed
         .iter()
-        .map(|m| m.values().copied().collect())
+        .map(|m| shared.iter().map(|k| m[*k]).collect())
         .collect();
     let per_k = |xs: &[(f64, f64)], idx: &[usize]| {
         let (s, t) = idx
@@ -381,13 +379,9 @@ fn efficiency(cells: &[Cell]) -> Option<Claim> {
         measured.push(format!("{} {:.3}", m.label(), per_k(&rows[i], &all)));
     }
     for i in 1..ran.len() {
-        let d = if same_keys {
-            bootstrap_interval(all.len(), PAIRED_RESAMPLES, 0, |idx| {
-                per_k(&rows[i - 1], idx) - per_k(&rows[i], idx)
-            })
-        } else {
-            None
-        };
+        let d = bootstrap_interval(all.len(), PAIRED_RESAMPLES, 0, |idx| {
+            per_k(&rows[i - 1], idx) - per_k(&rows[i], idx)
+        });
         links.push((
             format!("{} − {}", ran[i - 1].0.label(), ran[i].0.label()),
             d,
@@ -708,6 +702,26 @@ mod tests {
         partial[0] = mk(Method::Multi2, |_, _| true);
         let a = find(&claims(&partial, &[]), "(a)").clone();
         assert_eq!(a.verdict, "no power (GRPO, ADaPT not run)", "{a:?}");
+
+        // Reflexion on seed 0 only (its two evaluation seeds against the others' three),
+        // winning tasks 0–9 there: the prompting level is the mean of ReAct, Reflexion and
+        // ADaPT on the 30 seed-0 pairs all three played (1/3 on tasks 0–9, else 0); the flat
+        // level wins tasks 0–9 on both seeds, so flat − prompting on the 30 pairs both levels
+        // played is 10 · (1 − 1/3) / 30 = +22.2 points, while Multi² − Glider keeps its 60.
+        let mut subset = cells.clone();
+        subset[0] = mk(Method::Multi2, |_, _| true);
+        let only_seed0 = mk(Method::Reflexion, |t, s| s == 0 && t < 10);
+        let results = only_seed0.results.into_iter().filter(|r| r.seed == 0);
+        subset[5] = Cell::new(Method::Reflexion, e, id, results.collect());
+        let cs = claims(&subset, &[]);
+        let a = find(&cs, "(a)");
+        assert!(a.measured.contains("Multi² − Glider: +33.3"), "{a:?}");
+        assert!(a.measured.contains("flat − prompting: +22.2"), "{a:?}");
+        assert_eq!(a.verdict, "holds", "{a:?}");
+        // (d) on the 30 pairs every method played: Reflexion 10 of 30 at 100 tokens each.
+        let d = find(&cs, "(d)");
+        assert!(d.measured.contains("Reflexion 3.333"), "{d:?}");
+        assert!(d.measured.contains("Multi² 10.000"), "{d:?}");
 
         // (b): ScienceWorld with Multi² alone: ID solves half the tasks, OOD none.
         let s = EnvKind::Scienceworld;

@@ -16,7 +16,9 @@ use crate::table1::results::{AblationCell, AblationRow, Cell, ablation_rows, suc
 use crate::table1::traces::MethodTraces;
 use hier_train::eval::EpisodeResult;
 use hier_train::metrics::token_efficiency;
-use hier_train::metrics::{PairedDifference, estimate, paired_by_key, show_paired};
+use hier_train::metrics::{
+    PairedDifference, estimate, paired_by_key, paired_on_shared_keys, show_paired,
+};
 use hier_train::stages::write_json;
 use hier_train::stages::{RunConfig, StageRecord};
 
@@ -72,8 +74,8 @@ fn paired_columns(success: &Option<PairedDifference>, score: &Option<PairedDiffe
 
 /// Multi² against every other method, per column, on the same (task, seed) pairs: the paired
 /// differences of success (percentage points) and final score (Multi² − the method) with 95 %
-/// bootstrap intervals. A method that did not play the same pairs (Reflexion with its own
-/// seeds) gets `–`.
+/// bootstrap intervals, on the pairs both played (Reflexion's two evaluation seeds against
+/// Multi²'s three: the `Pairs` column says how many); `–` where they share none.
 fn paired_section(profile: &Profile, cells: &[Cell]) -> String {
     let mut md = String::from(
         "\n## Multi² against each method, paired on the same tasks and seeds (Multi² − method; 95 % bootstrap interval)\n\n| Column | Method | Pairs | Δ success (points) | Δ final score |\n|---|---|---|---|---|\n",
@@ -95,8 +97,8 @@ fn paired_section(profile: &Profile, cells: &[Cell]) -> String {
             else {
                 continue;
             };
-            let ds = paired_by_key(&success(other), &success(m2));
-            let dv = paired_by_key(&score(other), &score(m2));
+            let ds = paired_on_shared_keys(&success(other), &success(m2));
+            let dv = paired_on_shared_keys(&score(other), &score(m2));
             any = true;
             md.push_str(&format!(
                 "| {} | {} | {} |\n",
