@@ -111,15 +111,13 @@ pub fn paired_by_key<K: Ord>(
     if a.len() != b.len() || a.keys().ne(b.keys()) {
         return None;
     }
-    let xs: Vec<f64> = a.values().copied().collect();
-    let ys: Vec<f64> = b.values().copied().collect();
-    paired_bootstrap(&xs, &ys, PAIRED_RESAMPLES, 0)
+    paired_on_shared_keys(a, b)
 }
 
 /// [`PairedDifference`] of `b` over `a` on the keys both hold (`None` when they share none).
 /// For methods that played different parts of one (task, seed) grid — Reflexion's two
 /// evaluation seeds against the others' three — the pairs are the episodes both played, and
-/// the result's `n` says how many.
+/// the result's `n` says how many. [`PAIRED_RESAMPLES`] resamples with seed 0.
 pub fn paired_on_shared_keys<K: Ord>(
     a: &std::collections::BTreeMap<K, f64>,
     b: &std::collections::BTreeMap<K, f64>,

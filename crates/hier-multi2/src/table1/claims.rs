@@ -90,19 +90,26 @@ fn success_of(cells: &[Cell], m: Method, env: EnvKind, split: Split) -> Option<K
 
 type Keyed = BTreeMap<(String, u64), f64>;
 
-/// The mean of the methods' values on each key all of them hold (Reflexion plays two of the
-/// others' three evaluation seeds); `None` when none ran or they share no key.
+/// The keys every map holds, in key order (Reflexion plays two of the others' three
+/// evaluation seeds, so methods' (task, seed) sets can differ).
+fn shared_keys<K: Ord, V>(maps: &[BTreeMap<K, V>]) -> Vec<&K> {
+    maps.first().map_or(Vec::new(), |first| {
+        (first.keys())
+            .filter(|k| maps.iter().all(|m| m.contains_key(*k)))
+            .collect()
+    })
+}
+
+/// The mean of the methods' values on each key all of them hold; `None` when none ran or
+/// they share no key.
 fn group(maps: &[Keyed]) -> Option<Keyed> {
-    let first = maps.first()?;
-    let shared: Keyed = first
-        .keys()
-        .filter(|k| maps.iter().all(|m| m.contains_key(*k)))
+    let mean: Keyed = (shared_keys(maps).into_iter())
         .map(|k| {
             let v = maps.iter().map(|m| m[k]).sum::<f64>() / maps.len() as f64;
             (k.clone(), v)
         })
         .collect();
-    (!shared.is_empty()).then_some(shared)
+    (!mean.is_empty()).then_some(mean)
 }
 
 fn all_zero<'a>(maps: impl IntoIterator<Item = &'a Keyed>) -> bool {
@@ -357,11 +364,7 @@ fn efficiency(cells: &[Cell]) -> Option<Claim> {
         })
         .collect();
     // The pairs every method played, in one key order: row i of every method is one pair.
-    let shared: Vec<&(String, u64)> = keyed.first().map_or(Vec::new(), |first| {
-        (first.keys())
-            .filter(|k| keyed.iter().all(|m| m.contains_key(*k)))
-            .collect()
-    });
+    let shared = shared_keys(&keyed);
     let rows: Vec<Vec<(f64, f64)>> = keyed
         .iter()
         .map(|m| shared.iter().map(|k| m[*k]).collect())
