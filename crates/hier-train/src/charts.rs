@@ -210,10 +210,10 @@ fn bar_label(v: f64) -> String {
 }
 
 /// Grouped bars: one group per name in `groups`, one bar per series, whiskers = the 95 %
-/// half-widths, each bar's value written above it; non-finite values are left out (no bar, no
-/// label), so an empty group shows as empty, and a series with no bar at all takes no slot
-/// (the legend, right of the frame, names it as not measured). When every bar is 0 the frame says
-/// so in words.
+/// half-widths, each bar's value written above it; a non-finite value draws no bar but a grey
+/// "n/d" in its slot (the legend reads "n/d: not measured"), and a series with no bar at all
+/// takes no slot (the legend, right of the frame, names it as not measured). When every bar
+/// is 0 the frame says so in words.
 pub fn grouped_bars(
     path: &Path,
     title: &str,
@@ -272,7 +272,6 @@ pub fn grouped_bars_bounded(
     // colour by its position in `series`, so a method has one colour across figures.
     let (shown, empty): (Vec<usize>, Vec<usize>) =
         (0..series.len()).partition(|&s| series[s].1.iter().any(|(v, _)| v.is_finite()));
-    legend_strip(&side, series, &shown, &empty)?;
     let k = shown.len().max(1) as f64;
     let width = 0.8 / k;
     // The middle of series `s`'s bar in group `g` (its whisker and its label).
@@ -316,6 +315,19 @@ pub fn grouped_bars_bounded(
             )
         }))?;
     }
+    // A slot whose bar is missing in a group where its series has bars elsewhere is marked
+    // "n/d" in grey on the zero line: an unlabelled gap next to labelled zeros reads as a bar
+    // lost in drawing, or as a zero. The legend says what the mark means.
+    let gaps = missing_bars(series, &shown, groups.len());
+    let grey = RGBColor(110, 110, 110);
+    chart.draw_series(gaps.iter().map(|&(g, s)| {
+        Text::new(
+            "n/d".to_string(),
+            (centre(g, s), 0.01 * y_max),
+            above.clone().color(&grey),
+        )
+    }))?;
+    legend_strip(&side, series, &shown, &empty, !gaps.is_empty())?;
     // A frame of empty bars says so instead of looking like missing data.
     let finite: Vec<f64> = series
         .iter()
@@ -333,6 +345,21 @@ pub fn grouped_bars_bounded(
     Ok(())
 }
 
+/// The bars [`grouped_bars_bounded`] leaves out in a series that it draws: `(group, slot)` for
+/// every non-finite value of `series[shown[slot]]` among the first `groups` groups, where
+/// `slot` is the series' position among the drawn ones (the order its bars take in a group).
+fn missing_bars(series: &[Series], shown: &[usize], groups: usize) -> Vec<(usize, usize)> {
+    let mut gaps = Vec::new();
+    for (slot, &s) in shown.iter().enumerate() {
+        for (g, (v, _)) in series[s].1.iter().enumerate().take(groups) {
+            if !v.is_finite() {
+                gaps.push((g, slot));
+            }
+        }
+    }
+    gaps
+}
+
 /// Characters of a legend label that fit the legend strip on one line at 14 px.
 const LEGEND_CHARS: usize = 18;
 
@@ -344,6 +371,7 @@ fn legend_strip<DB: DrawingBackend>(
     series: &[Series],
     shown: &[usize],
     empty: &[usize],
+    gaps: bool,
 ) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let font = ("sans-serif", 14).into_font();
     let row = 22;
@@ -364,9 +392,14 @@ fn legend_strip<DB: DrawingBackend>(
         }
         y += row;
     }
+    let grey = font.clone().color(&RGBColor(110, 110, 110));
+    if gaps {
+        y += row / 2;
+        side.draw(&Text::new("n/d: not measured", (4, y - 8), grey.clone()))?;
+        y += row;
+    }
     if !empty.is_empty() {
         y += row / 2;
-        let grey = font.clone().color(&RGBColor(110, 110, 110));
         side.draw(&Text::new(
             "no bar (not measured):",
             (4, y - 8),
@@ -398,6 +431,19 @@ mod tests {
         let missing: Vec<Series> = vec![("a".into(), vec![(f64::NAN, None)])];
         assert_eq!(series_top(&missing, 100.0), 0.0);
         assert_eq!(headroom(&missing, 100.0), 5.0);
+    }
+
+    /// By hand: series a has bars in both groups, b only in the second, c in none (so it is not
+    /// drawn and `shown` is [a, b]): the one gap is b's slot (1) in group 0.
+    #[test]
+    fn a_drawn_series_missing_a_bar_leaves_a_gap_named_by_group_and_slot() {
+        let s: Vec<Series> = vec![
+            ("a".into(), vec![(1.0, None), (0.0, None)]),
+            ("b".into(), vec![(f64::NAN, None), (2.0, Some(1.0))]),
+            ("c".into(), vec![(f64::NAN, None), (f64::NAN, None)]),
+        ];
+        assert_eq!(missing_bars(&s, &[0, 1], 2), [(0, 1)]);
+        assert_eq!(missing_bars(&s, &[0], 2), []);
     }
 
     /// By hand, a 200 × 100 frame, marks of radius 5, labels 40 × 10 (rows 12 px apart):
