@@ -319,12 +319,11 @@ pub fn grouped_bars_bounded(
     // "n/d" in grey on the zero line: an unlabelled gap next to labelled zeros reads as a bar
     // lost in drawing, or as a zero. The legend says what the mark means.
     let gaps = missing_bars(series, &shown, groups.len());
-    let grey = RGBColor(110, 110, 110);
     chart.draw_series(gaps.iter().map(|&(g, s)| {
         Text::new(
             "n/d".to_string(),
             (centre(g, s), 0.01 * y_max),
-            above.clone().color(&grey),
+            above.clone().color(&NOT_MEASURED),
         )
     }))?;
     legend_strip(&side, series, &shown, &empty, !gaps.is_empty())?;
@@ -360,6 +359,9 @@ fn missing_bars(series: &[Series], shown: &[usize], groups: usize) -> Vec<(usize
     gaps
 }
 
+/// The grey of what was not measured: a missing bar's `n/d` and the legend's lines about it.
+const NOT_MEASURED: RGBColor = RGBColor(110, 110, 110);
+
 /// Characters of a legend label that fit the legend strip on one line at 14 px.
 const LEGEND_CHARS: usize = 18;
 
@@ -392,7 +394,7 @@ fn legend_strip<DB: DrawingBackend>(
         }
         y += row;
     }
-    let grey = font.clone().color(&RGBColor(110, 110, 110));
+    let grey = font.clone().color(&NOT_MEASURED);
     if gaps {
         y += row / 2;
         side.draw(&Text::new("n/d: not measured", (4, y - 8), grey.clone()))?;
