@@ -547,7 +547,8 @@ fn ablation_boxes(path: &Path, rows: &[AblationRow]) -> Drawn {
                 (1.15 * top_success).max(5.0),
             )
         } else {
-            ("mean final score", -1.05, 1.05)
+            let (lo, hi) = padded_span(rows.iter().flat_map(|r| r.mean_score.iter().copied()));
+            ("mean final score", lo, hi)
         };
         let mut chart = ChartBuilder::on(area)
             .caption(
@@ -558,11 +559,15 @@ fn ablation_boxes(path: &Path, rows: &[AblationRow]) -> Drawn {
             .x_label_area_size(44)
             .y_label_area_size(52)
             .build_cartesian_2d(0f64..n, (lo - (hi - lo) * 0.1)..hi)?;
+        // Two decimals on both panels, and a 0 that does not read "-0.0" (a tick computed a hair
+        // below zero).
+        let tick = |y: &f64| format!("{:.2}", if y.abs() < 1e-9 { 0.0 } else { *y });
         chart
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(0)
             .y_desc(what)
+            .y_label_formatter(&tick)
             .label_style(("sans-serif", 13))
             .draw()?;
         let below = TextStyle::from(("sans-serif", 11).into_font()).pos(
@@ -621,6 +626,18 @@ fn ablation_boxes(path: &Path, rows: &[AblationRow]) -> Drawn {
     Ok(())
 }
 
+/// A y range that fits `values` and 0 with a tenth of their span spare on each side (at least
+/// 0.05, so equal values still get a scale): mean scores lie in [−1, 1] but a run's spread is a
+/// small part of that, and a fixed [−1, 1] axis flattens every box into a line. 0 stays inside,
+/// since a score's sign is part of what it says.
+fn padded_span(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((0.0f64, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let pad = (0.1 * (hi - lo)).max(0.05);
+    (lo - pad, hi + pad)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -648,6 +665,29 @@ mod tests {
             })
             .collect();
         Cell::new(method, env, split, results)
+    }
+
+    /// The score panel's axis is scaled to the data (by hand: scores in [−0.8, 0.2] span 1, so
+    /// 0.1 spare on each side; in [−0.25, 0.1] a tenth is 0.035, below the 0.05 floor), keeps 0
+    /// in view, and never collapses.
+    #[test]
+    fn the_score_axis_fits_the_data_and_zero() {
+        let (lo, hi) = padded_span([-0.8, 0.2, f64::NAN, 0.05].into_iter());
+        assert!(
+            (lo + 0.9).abs() < 1e-12 && (hi - 0.3).abs() < 1e-12,
+            "{lo} {hi}"
+        );
+        let (lo, hi) = padded_span([-0.25, 0.1].into_iter());
+        assert!(
+            (lo + 0.3).abs() < 1e-12 && (hi - 0.15).abs() < 1e-12,
+            "{lo} {hi}"
+        );
+        let (lo, hi) = padded_span([0.2, 0.3].into_iter());
+        assert!(
+            (lo + 0.05).abs() < 1e-12 && (hi - 0.35).abs() < 1e-12,
+            "{lo} {hi}"
+        );
+        assert_eq!(padded_span(std::iter::empty()), (-0.05, 0.05));
     }
 
     /// The titles say what the intervals are over, from the cells: seeds; one seed's
