@@ -38,6 +38,7 @@ pub mod peft;
 pub mod prefix_cache;
 pub mod rope;
 pub mod score;
+pub mod serde_skip;
 pub mod tokenizer;
 pub mod weights;
 

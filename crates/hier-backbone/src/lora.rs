@@ -148,22 +148,13 @@ pub struct LoraConfig {
     /// Scale numerator α.
     pub alpha: f64,
     /// Dropout on the adapter's input during training (PEFT's `lora_dropout`).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::serde_skip::is_default")]
     pub dropout: f64,
     /// Which linear layers get an adapter.
     pub target_modules: Vec<TargetModule>,
     /// rsLoRA: scale α/√r instead of α/r.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "crate::serde_skip::is_default")]
     pub use_rslora: bool,
-}
-
-// Defaults are left out when serialising, so a config that does not set them keeps the
-// serialisation (and the stage keys) it had before they existed.
-fn is_zero(x: &f64) -> bool {
-    *x == 0.0
-}
-fn is_false(x: &bool) -> bool {
-    !*x
 }
 
 impl LoraConfig {

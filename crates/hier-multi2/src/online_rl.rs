@@ -78,7 +78,7 @@ pub struct OnlineRlConfig {
     pub kl: KlKind,
     /// The critic's form: `q-and-v` (the paper, default) or `sarsa-trajectory-mean` (the
     /// authors' released code, [`crate::sys2::sarsa_critic_step`]).
-    #[serde(default, skip_serializing_if = "is_default")]
+    #[serde(default, skip_serializing_if = "hier_backbone::serde_skip::is_default")]
     pub critic_form: OnlineCritic,
     pub sum_logprobs: bool,
     pub replay: ReplayConfig,
@@ -99,10 +99,6 @@ pub struct OnlineRlConfig {
     pub seed: u64,
 }
 
-/// Whether `x` is its type's default (serde's `skip_serializing_if` for settings left unset).
-pub(crate) fn is_default<T: Default + PartialEq>(x: &T) -> bool {
-    *x == T::default()
-}
 fn yes() -> bool {
     true
 }

@@ -46,7 +46,7 @@ pub struct PromptedSpec {
     /// The shown window's start moves this many turns at a time ([`first_shown`]; 0 or 1:
     /// every turn), so that the prompt's beginning stays the same for several turns and the
     /// prefix cache reuses it.
-    #[serde(default, skip_serializing_if = "crate::online_rl::is_default")]
+    #[serde(default, skip_serializing_if = "hier_backbone::serde_skip::is_default")]
     pub history_stride: usize,
     /// Prompt tokens at most: demonstrations are left out to fit ([`Prompter::act_prompt`]),
     /// then the middle is cut ([`hier_train::prompt::fit_prompt`]).
@@ -61,7 +61,7 @@ pub struct PromptedSpec {
     /// trial ends, failed, once more than this many of its last turns in a row wrote one line and
     /// saw one observation ([`trailing_repeats`]); 0: every trial runs to its limit. Only
     /// Reflexion reads it.
-    #[serde(default, skip_serializing_if = "crate::online_rl::is_default")]
+    #[serde(default, skip_serializing_if = "hier_backbone::serde_skip::is_default")]
     pub reflexion_loop_cycles: usize,
     /// ADaPT: deepest decomposition level (root = 0) and turns per executor attempt.
     pub adapt_max_depth: usize,

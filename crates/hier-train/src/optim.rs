@@ -75,7 +75,7 @@ pub struct OptimConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_lr: Option<f64>,
     /// Steps of linear warm-up from `lr / warmup_steps` to `lr`.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "hier_backbone::serde_skip::is_default")]
     pub warmup_steps: usize,
     /// AdamW's decoupled weight decay.
     #[serde(default)]
@@ -83,10 +83,6 @@ pub struct OptimConfig {
     /// Bound on the global L2 norm of the group's gradients ([`clip_global_norm`]); absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grad_clip: Option<f32>,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
 }
 
 impl OptimConfig {
