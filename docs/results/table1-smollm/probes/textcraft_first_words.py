@@ -12,7 +12,10 @@ import os
 STAGES = {
     "react": ["eval-react-textcraft-1a69b37a4d41", "eval-react-textcraft-6aec25c70beb",
               "eval-react-textcraft-f7e613da365d"],
+    # Seed 0 alone is the row of the 2026-12-07 (third) table; both seeds are the whole cell.
     "reflexion seed 0": ["eval-reflexion-textcraft-05014ee6ac13"],
+    "reflexion seeds 0 and 1": ["eval-reflexion-textcraft-05014ee6ac13",
+                                "eval-reflexion-textcraft-8c2a7747c10d"],
     "adapt": ["eval-adapt-textcraft-03a9a96eb568", "eval-adapt-textcraft-51ae0db937d3",
               "eval-adapt-textcraft-f0b4f8006c8e"],
     "flat sft": ["eval-flat-sft-textcraft-323a0ed948c2", "eval-flat-sft-textcraft-57eeffa13422",
