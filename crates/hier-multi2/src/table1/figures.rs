@@ -629,11 +629,11 @@ fn ablation_boxes(path: &Path, rows: &[AblationRow]) -> Drawn {
 /// A y range that fits `values` and 0 with a tenth of their span spare on each side (at least
 /// 0.05, so equal values still get a scale): mean scores lie in [−1, 1] but a run's spread is a
 /// small part of that, and a fixed [−1, 1] axis flattens every box into a line. 0 stays inside,
-/// since a score's sign is part of what it says.
+/// since a score's sign is part of what it says. (A NaN is passed over: `f64::min`/`max` keep
+/// the other operand.)
 fn padded_span(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (lo, hi) = values
-        .filter(|v| v.is_finite())
-        .fold((0.0f64, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let points: Vec<Point> = values.map(|v| (v, None)).collect();
+    let (lo, hi) = whisker_span(&points);
     let pad = (0.1 * (hi - lo)).max(0.05);
     (lo - pad, hi + pad)
 }
